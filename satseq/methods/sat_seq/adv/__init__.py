@@ -1,0 +1,1 @@
+"""SAT-Seq sequence-aware turn-level advantages."""

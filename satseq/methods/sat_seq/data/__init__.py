@@ -1,0 +1,1 @@
+"""SAT-Seq truncated importance reweighting."""

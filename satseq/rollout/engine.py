@@ -1,0 +1,32 @@
+"""The rollout-engine interface.
+
+An engine turns prompt token ids into sampled responses with the behaviour policy's per-token
+log-probabilities. Workflows call it; trainers never depend on which engine produced the data,
+because they recompute log-probs with their own model (see :mod:`satseq.rollout.logprobs`).
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from satseq.rollout.types import Generation, SamplingParams
+
+
+class RolloutEngine(Protocol):
+    def generate(self, model: torch.nn.Module, prompts: list[list[int]], sampling: SamplingParams,
+                 generator: torch.Generator | None = None) -> list[Generation]:
+        """Sample one response per prompt with ``model`` (the acting policy for this turn)."""
+        ...
+
+
+def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "cpu") -> RolloutEngine:
+    from satseq.errors import ConfigError
+
+    if name == "hf":
+        from satseq.rollout.hf_engine import HFEngine
+
+        return HFEngine(tokenizer, batch_size=batch_size, device=device)
+    if name == "vllm":
+        raise ConfigError("rollout.engine: 'vllm' is not available in this build yet; use rollout.engine=hf")
+    raise ConfigError(f"rollout.engine: unknown engine '{name}' (known: hf, vllm)")

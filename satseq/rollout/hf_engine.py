@@ -1,0 +1,106 @@
+"""Transformers rollout engine: batched sampling with a KV cache and behaviour log-probs.
+
+Written as a hand decode loop over ``model(...)`` with a ``DynamicCache`` rather than
+``model.generate``, for three reasons (recorded in docs/design.md): it returns the exact per-token
+log-probabilities of the sampled tokens without a second pass, it draws every random number from
+a caller-owned ``torch.Generator`` (so a seed fixes a run and a resumed run continues the same
+stream), and on small models it is faster (measured 1.25-1.4x on the tiny model, see notes).
+Sampling uses inverse-CDF with one uniform per row, which is exact and much cheaper than
+``torch.multinomial`` over large vocabularies.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from satseq.rollout.padding import left_pad, positions_from_mask
+from satseq.rollout.types import Generation, SamplingParams
+
+
+def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator | None):
+    """Pick one token per row; return (tokens, log-prob of each under softmax(logits / T))."""
+    logits = logits.float()
+    if sampling.greedy:
+        logp = torch.log_softmax(logits, dim=-1)
+        tok = logits.argmax(dim=-1)
+        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+    logp = torch.log_softmax(logits / sampling.temperature, dim=-1)
+    probs = logp.exp()
+    if sampling.top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        keep = (sorted_p.cumsum(-1) - sorted_p) < sampling.top_p  # always keeps the top token
+        sorted_p = sorted_p * keep
+        cdf = sorted_p.cumsum(-1)
+        u = torch.rand((probs.shape[0], 1), generator=generator) * cdf[:, -1:]
+        idx = torch.searchsorted(cdf, u).clamp(max=probs.shape[-1] - 1)
+        tok = order.gather(-1, idx).squeeze(-1)
+    else:
+        cdf = probs.cumsum(-1)
+        u = torch.rand((probs.shape[0], 1), generator=generator) * cdf[:, -1:]
+        tok = torch.searchsorted(cdf, u).clamp(max=probs.shape[-1] - 1).squeeze(-1)
+    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+
+
+class HFEngine:
+    """Batched generation for any ``transformers`` causal LM (CPU or GPU)."""
+
+    def __init__(self, tokenizer, *, batch_size: int = 128, device: str = "cpu"):
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+
+    def generate(self, model, prompts: list[list[int]], sampling: SamplingParams,
+                 generator: torch.Generator | None = None) -> list[Generation]:
+        out: list[Generation] = []
+        for start in range(0, len(prompts), self.batch_size):
+            out.extend(self._generate_batch(model, prompts[start:start + self.batch_size], sampling, generator))
+        return out
+
+    @torch.no_grad()
+    def _generate_batch(self, model, prompts, sampling: SamplingParams, generator) -> list[Generation]:
+        was_training = model.training
+        model.eval()
+        ids, mask = left_pad(prompts, self.pad_id)
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        pos = positions_from_mask(mask)
+        cache = DynamicCache()
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
+                       use_cache=True).logits[:, -1, :]
+        B = len(prompts)
+        tokens = [[] for _ in range(B)]
+        logps = [[] for _ in range(B)]
+        finish = ["length"] * B
+        done = torch.zeros(B, dtype=torch.bool)
+        next_pos = pos[:, -1:] + 1
+        for _ in range(sampling.max_new_tokens):
+            tok, lp = sample_next(logits, sampling, generator)
+            tok, lp = tok.cpu(), lp.cpu()
+            for i in torch.nonzero(~done).flatten().tolist():
+                t = int(tok[i])
+                tokens[i].append(t)
+                logps[i].append(float(lp[i]))
+                if t in self.eos_ids:
+                    done[i], finish[i] = True, "eos"
+                elif sampling.stop and self._hit_stop(tokens[i], sampling.stop):
+                    done[i], finish[i] = True, "stop"
+            if bool(done.all()):
+                break
+            step_ids = torch.where(done, torch.full_like(tok, self.pad_id), tok)[:, None].to(self.device)
+            mask = torch.cat([mask, (~done).long()[:, None].to(self.device)], dim=1)
+            logits = model(input_ids=step_ids, attention_mask=mask, position_ids=next_pos,
+                           past_key_values=cache, use_cache=True).logits[:, -1, :]
+            next_pos = next_pos + 1
+        if was_training:
+            model.train()
+        return [
+            Generation(prompt_ids=list(p), response_ids=tokens[i], logprobs=logps[i],
+                       text=self.tokenizer.decode(tokens[i], skip_special_tokens=True),
+                       finish_reason=finish[i])
+            for i, p in enumerate(prompts)
+        ]
+
+    def _hit_stop(self, toks: list[int], stops: tuple[str, ...]) -> bool:
+        tail = self.tokenizer.decode(toks[-16:], skip_special_tokens=True)
+        return any(tail.endswith(s) for s in stops)

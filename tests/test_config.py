@@ -1,0 +1,239 @@
+"""Config schema and loader: the seed's YAML loads unchanged; overrides; one-line errors."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from satseq.config import TrainConfig, dump_config, load_config, save_config
+from satseq.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The block under "## Configuration" of the seed's README, verbatim.
+SEED_YAML = """\
+algorithm:
+  gamma: 0.99              # Discount factor for return computation
+  lam: 0.95                # GAE lambda parameter
+  kl_ctrl:
+    kl_coef: 0.001         # Initial KL penalty coefficient β
+    target_kl: 0.05        # Target KL divergence threshold δ
+    quantile: 0.99         # Quantile level for KL measurement (1-α)
+
+sat_seq:
+  epsilon: 0.2             # PPO clipping parameter ε
+  A_clip: 5.0              # Advantage clipping threshold
+  group_size: 4            # Responses per prompt for aggregation
+  max_backtracks: 5        # Maximum backtracking iterations per update
+  agents:
+    - {name: agent_1, path: "path/to/model_1"}
+    - {name: agent_2, path: "path/to/model_2"}
+    - {name: agent_3, path: "path/to/model_3"}
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_seed_yaml_loads_unchanged(tmp_path):
+    cfg = load_config(_write(tmp_path, SEED_YAML))
+    assert cfg.algorithm.gamma == 0.99 and cfg.algorithm.lam == 0.95
+    assert cfg.algorithm.kl_ctrl.kl_coef == 0.001
+    assert cfg.algorithm.kl_ctrl.target_kl == 0.05
+    assert cfg.algorithm.kl_ctrl.quantile == 0.99
+    s = cfg.sat_seq
+    assert (s.epsilon, s.A_clip, s.group_size, s.max_backtracks) == (0.2, 5.0, 4, 5)
+    assert [a.name for a in s.agents] == ["agent_1", "agent_2", "agent_3"]
+    assert [cfg.agent_path(a) for a in s.agents] == [f"path/to/model_{k}" for k in (1, 2, 3)]
+    assert all(a.trainable for a in s.agents)
+    # Everything else is the defaults.
+    assert cfg.trainer == TrainConfig().trainer and cfg.model == TrainConfig().model
+
+
+def test_shipped_recipe_loads(tmp_path):
+    path = REPO / "recipes" / "sat_seq" / "config" / "sat_seq.yaml"
+    cfg = load_config(path)
+    assert [a.name for a in cfg.sat_seq.agents] == ["agent_1", "agent_2", "agent_3"]
+    assert all(cfg.agent_path(a) == "embedded" for a in cfg.sat_seq.agents)
+    assert cfg.sat_seq.A_clip == 5.0 and cfg.algorithm.kl_ctrl.quantile == 0.99
+    # Same keys as the seed block: only the agent paths differ.
+    seed = load_config(_write(tmp_path, SEED_YAML))
+    assert dump_config(seed)["algorithm"] == dump_config(cfg)["algorithm"]
+    a, b = dump_config(seed)["sat_seq"], dump_config(cfg)["sat_seq"]
+    a.pop("agents"), b.pop("agents")
+    assert a == b
+
+
+def test_defaults():
+    cfg = load_config(None)
+    assert cfg == TrainConfig()
+    assert cfg.run_dir == Path("outputs") / "sat_seq_dapo"
+    assert cfg.method == "sat_seq" and cfg.model.path == "embedded"
+    assert [a.name for a in cfg.sat_seq.agents] == ["agent_1", "agent_2", "agent_3"]
+    assert cfg.agent_path(0) == "embedded" and cfg.agent_path("agent_2") == "embedded"
+    assert cfg.model.lora.enabled == "auto"
+    assert cfg.model.lora.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+def test_every_field_documented():
+    from pydantic import BaseModel
+
+    def walk(model):
+        for name, f in model.model_fields.items():
+            assert f.description, f"{model.__name__}.{name} has no description"
+            ann = f.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann)
+
+    walk(TrainConfig)
+
+
+def test_overrides_nested_list_and_types(tmp_path):
+    cfg = load_config(
+        _write(tmp_path, SEED_YAML),
+        [
+            "sat_seq.epsilon=0.1",
+            "algorithm.kl_ctrl.quantile=0.9",
+            "sat_seq.agents.0.path=/models/a",
+            "sat_seq.agents.2.trainable=false",
+            "trainer.num_stages=3",
+            "model.lora.enabled=true",
+            "model.lora.target_modules=[q_proj, v_proj]",
+            'rollout.stop=["\\n\\n"]',
+            "sat_seq.lr=1e-5",
+            "model.gguf_file=model.gguf",
+            "run_name=2024",
+        ],
+    )
+    assert cfg.sat_seq.epsilon == 0.1
+    assert cfg.algorithm.kl_ctrl.quantile == 0.9
+    assert cfg.agent_path(0) == "/models/a" and cfg.agent_path(1) == "path/to/model_2"
+    assert cfg.sat_seq.agents[2].trainable is False
+    assert cfg.trainer.num_stages == 3 and isinstance(cfg.trainer.num_stages, int)
+    assert cfg.model.lora.enabled is True
+    assert cfg.model.lora.target_modules == ["q_proj", "v_proj"]
+    assert cfg.rollout.stop == ["\n\n"]
+    assert cfg.sat_seq.lr == pytest.approx(1e-5)
+    assert cfg.model.gguf_file == "model.gguf"
+    assert cfg.run_name == "2024"
+
+
+def test_override_list_index_without_file_uses_defaults():
+    cfg = load_config(None, ["sat_seq.agents.1.path=/x", "sat_seq.agents.3.name=agent_4"])
+    assert [a.name for a in cfg.sat_seq.agents] == ["agent_1", "agent_2", "agent_3", "agent_4"]
+    assert cfg.agent_path(1) == "/x" and cfg.agent_path(0) == "embedded"
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("sat_seq.foo=1", "unknown config key 'sat_seq.foo'"),
+        ("foo.bar=1", "unknown config key 'foo'"),
+        ("sat_seq.agents.0.colour=red", "unknown config key 'sat_seq.agents.0.colour'"),
+        ("sat_seq.epsilom=0.1", "did you mean 'sat_seq.epsilon'"),
+    ],
+)
+def test_unknown_override_key(override, needle):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    msg = str(e.value)
+    assert needle in msg and "\n" not in msg
+    assert override in msg  # says where it came from
+
+
+def test_unknown_key_in_file(tmp_path):
+    p = _write(tmp_path, SEED_YAML + "  foo: 3\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'sat_seq.foo' \(in .*cfg.yaml\)"):
+        load_config(p)
+    p = _write(tmp_path, "trainr:\n  num_stages: 3\n", "b.yaml")
+    with pytest.raises(ConfigError, match=r"unknown config key 'trainr'.*did you mean 'trainer'"):
+        load_config(p)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("sat_seq.epsilon=abc", "sat_seq.epsilon"),
+        ("trainer.num_stages=2.5", "trainer.num_stages"),
+        ("trainer.num_stages=0", "trainer.num_stages"),
+        ("sat_seq.group_size=0", "sat_seq.group_size"),
+        ("algorithm.kl_ctrl.quantile=1.0", "algorithm.kl_ctrl.quantile"),
+        ("algorithm.kl_ctrl.quantile=0", "algorithm.kl_ctrl.quantile"),
+        ("method=ppo", "method"),
+        ("model.lora.enabled=maybe", "model.lora.enabled"),
+        ("sat_seq.agents.1.name=agent_1", "sat_seq.agents"),
+        ("sat_seq.agents=[]", "sat_seq.agents"),
+        ("sat_seq.agents.0.trainable=[1]", "sat_seq.agents.0.trainable"),
+    ],
+)
+def test_ill_typed_names_key(override, key):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    msg = str(e.value)
+    assert msg.startswith(f"config key '{key}': "), msg
+    assert "\n" not in msg
+
+
+def test_ill_typed_message_shape():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["sat_seq.epsilon=abc"])
+    msg = str(e.value)
+    assert msg.startswith("config key 'sat_seq.epsilon': Input should be a valid number")
+    assert msg.endswith("(got 'abc')")
+
+
+def test_ill_typed_in_file(tmp_path):
+    p = _write(tmp_path, SEED_YAML.replace("epsilon: 0.2", "epsilon: abc"))
+    with pytest.raises(ConfigError, match=r"^config key 'sat_seq.epsilon': .*'abc'"):
+        load_config(p)
+
+
+def test_override_without_equals_and_bad_index():
+    with pytest.raises(ConfigError, match="sat_seq.epsilon.*key=value"):
+        load_config(None, ["sat_seq.epsilon"])
+    with pytest.raises(ConfigError, match="index 7 out of range"):
+        load_config(None, ["sat_seq.agents.7.path=/x"])
+    with pytest.raises(ConfigError, match="is a list"):
+        load_config(None, ["sat_seq.agents.first.path=/x"])
+    with pytest.raises(ConfigError, match="single value"):
+        load_config(None, ["sat_seq.epsilon.x=1"])
+
+
+def test_yaml_syntax_error_reports_file_line(tmp_path):
+    p = _write(tmp_path, "sat_seq:\n  epsilon: 0.2\n  agents: [\n  bad: : x\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    msg = str(e.value)
+    assert msg.startswith(f"{p}:4: invalid YAML"), msg
+    assert "\n" not in msg
+
+
+def test_top_level_must_be_mapping(tmp_path):
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(_write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(_write(tmp_path, "just a string\n", "s.yaml"))
+
+
+def test_empty_file_is_defaults(tmp_path):
+    assert load_config(_write(tmp_path, "# nothing\n")) == TrainConfig()
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_save_load_round_trip(tmp_path):
+    cfg = load_config(_write(tmp_path, SEED_YAML), ["trainer.num_stages=7", "model.lora.enabled=false",
+                                                    "rollout.stop=[END]", "sat_seq.scheduler=greedy"])
+    out = tmp_path / "run" / "train_config.yaml"
+    save_config(cfg, out)
+    assert out.exists() and not list(out.parent.glob(".*.tmp"))
+    again = load_config(out)
+    assert again == cfg
+    assert dump_config(again) == dump_config(cfg)
+    assert "A_clip" in dump_config(cfg)["sat_seq"]

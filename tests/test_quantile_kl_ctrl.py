@@ -1,0 +1,122 @@
+"""Quantile KL check with backtracking: exact restore of parameters and Adam state, beta schedule."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from satseq.algos.kl import exact_kl
+from satseq.errors import ConfigError
+from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController, kl_quantile
+
+
+def _setup(seed: int = 0):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(4, 3)
+    X = torch.randn(32, 4)
+    y = torch.randint(0, 3, (32,))
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    return model, X, y, opt
+
+
+def _train(model, opt, X, y, steps, beta=0.0, ref=None):
+    for _ in range(steps):
+        opt.zero_grad()
+        logits = model(X)
+        loss = F.cross_entropy(logits, y)
+        if ref is not None:
+            loss = loss + beta * exact_kl(logits, ref).mean()
+        loss.backward()
+        opt.step()
+
+
+def _opt_tensors(opt):
+    return [(k, v.clone()) for st in opt.state.values() for k, v in sorted(st.items())]
+
+
+def _assert_state_equal(model, opt, p0, o0):
+    for p, q in zip(model.parameters(), p0):
+        assert torch.equal(p, q)
+    o1 = _opt_tensors(opt)
+    assert [k for k, _ in o1] == [k for k, _ in o0] and {k for k, _ in o0} == {"exp_avg", "exp_avg_sq", "step"}
+    for (_, a), (_, b) in zip(o1, o0):
+        assert torch.equal(a, b)
+
+
+def test_always_too_far_is_rejected_and_restored_bit_for_bit():
+    model, X, y, opt = _setup()
+    _train(model, opt, X, y, steps=3)  # the optimizer has real state (step 3) before the stage
+    p0 = [p.detach().clone() for p in model.parameters()]
+    o0 = _opt_tensors(opt)
+    with torch.no_grad():
+        ref = model(X).clone()
+    betas: list[float] = []
+
+    def propose(beta):
+        _assert_state_equal(model, opt, p0, o0)  # every attempt starts from the snapshot
+        betas.append(beta)
+        _train(model, opt, X, y, steps=4, beta=beta, ref=ref)
+
+    ctrl = QuantileKLController(target_kl=1e-12, quantile=0.99, max_backtracks=5)
+    res = ctrl.run(list(model.parameters()), opt, 0.01, propose, lambda: exact_kl(model(X), ref))
+    assert not res.accepted and res.backtracks == 5
+    assert betas == pytest.approx([0.01 * 1.5**k for k in range(6)], rel=1e-12)
+    assert [b for b, _ in res.attempts] == betas and all(q > 1e-12 for _, q in res.attempts)
+    assert res.beta == pytest.approx(0.01 * 1.5**6)
+    _assert_state_equal(model, opt, p0, o0)
+    # the restored optimizer is live: the next step is exactly what it would have been without the check
+    twin, X2, y2, twin_opt = _setup()
+    _train(twin, twin_opt, X2, y2, steps=4)
+    _train(model, opt, X, y, steps=1)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters()))
+
+
+def test_accepted_on_first_try_keeps_the_proposal():
+    model, X, y, opt = _setup(1)
+    with torch.no_grad():
+        ref = model(X).clone()
+    res = QuantileKLController(target_kl=10.0).run(
+        list(model.parameters()), opt, 0.5, lambda b: _train(model, opt, X, y, 5, b, ref),
+        lambda: exact_kl(model(X), ref))
+    assert res.accepted and res.backtracks == 0 and res.beta == 0.5 and len(res.attempts) == 1
+    kl = exact_kl(model(X), ref).detach()
+    assert res.kl_quantile == pytest.approx(torch.quantile(kl.double(), 0.99).item())
+    assert res.kl_mean == pytest.approx(kl.mean().item()) and res.kl_quantile > 0
+    assert int(opt.state[next(iter(model.parameters()))]["step"]) == 5  # the proposal's steps stand
+
+
+def test_accepted_after_backtracks_because_larger_beta_shrinks_the_step():
+    model, X, y, opt = _setup(0)
+    with torch.no_grad():
+        ref = model(X).clone()
+    res = QuantileKLController(target_kl=0.07, quantile=0.99, max_backtracks=5).run(
+        list(model.parameters()), opt, 0.5, lambda b: _train(model, opt, X, y, 20, b, ref),
+        lambda: exact_kl(model(X), ref))
+    assert res.accepted and 0 < res.backtracks < 5
+    qs = [q for _, q in res.attempts]
+    assert all(a > b for a, b in zip(qs, qs[1:]))  # KL shrinks as beta grows
+    assert all(q > 0.07 for q in qs[:-1]) and qs[-1] <= 0.07
+    assert res.beta == pytest.approx(0.5 * 1.5**res.backtracks)
+    # the kept parameters are those of the accepted proposal, run from the snapshot with its beta
+    twin, X2, y2, twin_opt = _setup(0)
+    _train(twin, twin_opt, X2, y2, 20, res.beta, ref)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters()))
+
+
+def test_nan_kl_fails_the_check_and_quantile_helper():
+    model, X, y, opt = _setup()
+    res = QuantileKLController(target_kl=1.0, max_backtracks=1).run(
+        list(model.parameters()), opt, 1.0, lambda b: None, lambda: torch.tensor([0.0, float("nan")]))
+    assert not res.accepted and len(res.attempts) == 2
+    x = torch.rand(1001, generator=torch.Generator().manual_seed(0))
+    for q in (0.0, 0.5, 0.99, 1.0):
+        assert kl_quantile(x, q) == pytest.approx(torch.quantile(x.double(), q).item(), abs=1e-12)
+
+
+def test_config_errors():
+    with pytest.raises(ConfigError, match="target_kl"):
+        QuantileKLController(target_kl=0.0)
+    with pytest.raises(ConfigError, match="quantile"):
+        QuantileKLController(quantile=1.5)
+    with pytest.raises(ConfigError, match="max_backtracks"):
+        QuantileKLController(max_backtracks=-1)
