@@ -11,8 +11,8 @@ mixes two styles with probability 1/2 each:
 The first generated character decides the style, so the warm start is right roughly half of the
 time (pass@1 ≈ 0.5, pass@8 ≈ 1): exactly the regime where RL raises pass@1 toward pass@k.
 
-Prompts have a fixed length per turn (answers of earlier agents are shown as 4 characters), so
-that batches need no padding on the embedded model.
+Prompts have a fixed length per turn (answers of earlier agents are shown as 4 characters, before
+the problem), so that batches need no padding on the embedded model.
 """
 from __future__ import annotations
 
@@ -49,9 +49,19 @@ def render_previous(answer: str | None) -> str:
     return answer.rjust(PREV_WIDTH, "0")
 
 
-def render_prompt(problem: str, previous: list[str | None] = ()) -> str:
-    """``347+589=`` for the first agent; ``347+589=|0936|0926`` for the third."""
-    return problem + "=" + "".join("|" + render_previous(p) for p in previous)
+RELAY_SLOTS = 2  # earlier answers shown to the last of three agents
+
+
+def render_prompt(problem: str, previous: list[str | None] = (), slots: int = RELAY_SLOTS) -> str:
+    """``____|____|347+589=`` for the first agent, ``0936|____|347+589=`` for the second,
+    ``0936|0926|347+589=`` for the third.
+
+    Every turn's prompt has the same length and the operands sit at the same positions, so the
+    column-by-column chain is one skill whatever the agent's place in the relay (no padding, no
+    position shifts: the measured recipe that makes the tiny model learn it).
+    """
+    shown = [render_previous(p) for p in previous] + ["_" * PREV_WIDTH] * max(0, slots - len(previous))
+    return "".join(s + "|" for s in shown) + problem + "="
 
 
 @dataclass

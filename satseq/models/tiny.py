@@ -45,6 +45,7 @@ def build_tiny_model(seed: int = 0, **config_overrides) -> tuple[Qwen2ForCausalL
     tokenizer = build_char_tokenizer()
     cfg = tiny_config(len(tokenizer), pad_id=tokenizer.pad_token_id, eos_id=tokenizer.eos_token_id,
                       **config_overrides)
+    cfg.satseq_prompt_format = "embedded"  # kept in config.json: checkpoints remember their task format
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(cfg)
     model.generation_config.pad_token_id = tokenizer.pad_token_id

