@@ -24,9 +24,9 @@ from satseq.utils.io import write_json, write_text
 
 AGENTS = ["agent_1", "agent_2", "agent_3"]
 PRESET = [  # the quickstart budget; every key is an ordinary config key
-    "trainer.num_stages=30", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",
-    "sat_seq.group_size=4", "grpo.group_size=4", "sat_seq.lr=1e-4", "grpo.lr=1e-4",
-    "sat_seq.mini_batch_size=32", "grpo.mini_batch_size=32", "sat_seq.scheduler=random",
+    "trainer.num_stages=50", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",
+    "sat_seq.group_size=4", "grpo.group_size=4", "sat_seq.lr=3e-5", "grpo.lr=3e-5",
+    "sat_seq.mini_batch_size=16", "grpo.mini_batch_size=16", "sat_seq.scheduler=random",
     "data.eval_size=200", "rollout.max_new_tokens=48", "resume=false",
 ]
 EVAL_SAMPLES = 2

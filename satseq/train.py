@@ -71,6 +71,19 @@ def rollout_metrics(episodes, roles: list[str]) -> dict:
     return m
 
 
+def held_out_metrics(cfg: TrainConfig, rt, stage: int) -> dict:
+    """Sampled accuracy on ``data.eval`` (one episode per problem), with its own seeded generator."""
+    from satseq.eval.rollout_eval import evaluate_relay, evaluate_single
+
+    gen = torch.Generator().manual_seed(cfg.seed * 7919 + stage)
+    names = rt.pool.names
+    if cfg.method == "sat_seq":
+        r = evaluate_relay(rt.pool, names, rt.fmt, rt.engine, rt.eval, sampling=rt.sampling, generator=gen)
+        return {"eval/vote_accuracy": r["vote"]["acc"], **{f"eval/{n}/accuracy": r[n]["acc"] for n in names}}
+    r = evaluate_single(rt.pool, names[0], rt.fmt, rt.engine, rt.eval, sampling=rt.sampling, generator=gen)
+    return {f"eval/{names[0]}/accuracy": r["acc"]}
+
+
 def _fault_injection(stage: int) -> None:
     """Test hook: ``SATSEQ_KILL_AT_STAGE=N`` kills the process (SIGKILL) in the middle of stage N."""
     at = os.environ.get("SATSEQ_KILL_AT_STAGE")
@@ -112,6 +125,8 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
             metrics.update(updater.update(stage, episodes))
             metrics["time/rollout"] = t_rollout
             metrics["time/stage"] = time.perf_counter() - t0
+            if cfg.trainer.eval_every and (stage + 1) % cfg.trainer.eval_every == 0:
+                metrics.update(held_out_metrics(cfg, rt, stage))
             tracker.log(metrics, step=stage)
             if stage == last or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0):
                 save_agent_checkpoints(run_dir, rt.pool, stage + 1, export_pt=cfg.trainer.export_pt)

@@ -72,6 +72,10 @@ def _load(path: str, cfg: TrainConfig, device: str, console):
     if path == EMBEDDED:
         path = str(ensure_warm_start(cfg.output_dir, show_progress=cfg.trainer.progress, console=console))
     model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
+    if cfg.model.tokenizer:
+        from satseq.models.loading import load_tokenizer
+
+        tok = load_tokenizer(cfg.model.tokenizer)
     return model, tok
 
 
