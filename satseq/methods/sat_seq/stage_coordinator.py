@@ -121,19 +121,23 @@ class StageCoordinator:
                     stats["clipfrac"].append(float(lm["clipfrac"]))
             model.eval()
 
+        last: dict = {}
+
         def measure_kl() -> torch.Tensor:
+            """Per-state KL(π_new ‖ π_cur) at agent i's visited states; keeps π_new's log-probs."""
             if self.cfg.algorithm.kl_ctrl.estimator == "exact":
-                _, _, new_dist = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature,
-                                                device=self.device, need_logits=True)
+                new_lp, _, new_dist = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature,
+                                                     device=self.device, need_logits=True)
                 per_state = exact_kl(new_dist, cur_dist[:, :new_dist.shape[1]])  # inputs are log-softmaxes
             else:
                 new_lp, _ = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device)
                 per_state = kl_penalty(new_lp, cur_lp, self.cfg.algorithm.kl_ctrl.estimator)
+            last["new_lp"] = new_lp
             return per_state[mask.bool()]
 
         res = self.controller.run(self.pool.parameters(name), opt, self.betas[name], propose, measure_kl)
         self.betas[name] = res.beta
-        new_lp, _ = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device)
+        new_lp = last["new_lp"] if res.accepted else cur_lp  # a rejection restored π_cur exactly
         seq_lr = sequence_log_ratio(new_lp, cur_lp, mask).cpu()
         mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
         return res, seq_lr, {
