@@ -21,9 +21,11 @@ def test_smollm2_one_sat_seq_stage_with_three_lora_adapters(tmp_path):
         pytest.skip(f"shared data not found at {train}")
     args = ["model.path=smollm2", f"data.train={train}", "data.train_size=8", "data.eval_size=2",
             "trainer.num_stages=1", "trainer.train_batch_size=2", "sat_seq.group_size=2", "rollout.max_new_tokens=24",
-            "sat_seq.lr=1e-4", "model.lora.r=8", f"output_dir={tmp_path}", "trainer.progress=false"]
+            "sat_seq.lr=1e-4", "model.lora.r=8", f"output_dir={tmp_path}", "trainer.progress=false",
+            # SmolLM2 solves ~no GSM8K problem in 24 tokens: a reward that varies keeps the gradient non-zero
+            "reward.custom=tests.reward_fixtures:length_parity"]
     r = subprocess.run([sys.executable, "-m", "satseq.cli", "train", *args], capture_output=True, text=True,
-                       timeout=900)
+                       timeout=900, cwd=Path(__file__).resolve().parents[1])
     assert r.returncode == 0, r.stderr[-3000:]
     run = tmp_path / "sat_seq_dapo"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -98,3 +98,18 @@ def test_bad_config_and_paths(tiny_dir, tmp_path):
                           f"output_dir={tmp_path}"], env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}))
     assert "gsm8k" in line and str(empty) in line
     assert not (tmp_path / "sat_seq_dapo").exists()
+
+
+def test_dapo_format_training_data(tiny_dir, tmp_path):
+    """The seed's {"prompt","chosen","rejected"} rows train; the answer is the box of `chosen`."""
+    data = tmp_path / "train.jsonl"
+    rows = [{"prompt": f"{100 + i}+{200 + i}", "chosen": f"so \\boxed{{{300 + 2 * i}}}", "rejected": "\\boxed{0}"}
+            for i in range(6)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = _train([f"model.path={tiny_dir}", f"data.train={data}", "trainer.num_stages=1", *FAST,
+                f"output_dir={tmp_path}", "run_name=dapo"])
+    assert r.returncode == 0, r.stderr
+    assert len(_metrics(tmp_path / "dapo")) == 1
+    from satseq.data.loading import load_problems
+
+    assert [p.answer for p in load_problems(str(data))][:2] == ["300", "302"]

@@ -65,6 +65,6 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
             losses.append(float(loss.detach()))
             if log is not None and (step % 50 == 0 or step == cfg.steps - 1):
                 log({"sft/loss": float(loss), "sft/lr": cosine_lr(step, cfg)}, step)
-            bar.advance(1, loss=f"{float(loss):.3f}")
+            bar.advance(1, loss=f"{losses[-1]:.3f}")
     model.eval()
     return losses
