@@ -383,9 +383,6 @@ def load_causal_lm(path_or_id: str | os.PathLike, *, gguf_file: str | None = Non
         except Exception as e:
             raise _map_hub_error(e, loc) from None
     _set_pad(model, tok)
-    from satseq.models.tiny import use_fast_attention
-
-    use_fast_attention(model)
     model.to(device)
     model.eval()
     return model, tok
