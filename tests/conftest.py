@@ -34,3 +34,14 @@ def tiny():
     from satseq.models.tiny import build_tiny_model
 
     return build_tiny_model(seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """A randomly initialised tiny model saved as an ordinary HF model directory."""
+    from satseq.models.tiny import build_tiny_model, save_model_dir
+
+    d = tmp_path_factory.mktemp("tiny") / "model"
+    model, tok = build_tiny_model(seed=1)
+    save_model_dir(model, tok, d)
+    return d

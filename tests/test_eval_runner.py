@@ -22,16 +22,6 @@ FIELDS = {"problem_id", "prompt", "predicted_answer", "individual_answers", "pas
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from satseq.models.tiny import build_tiny_model, save_model_dir
-
-    d = tmp_path_factory.mktemp("tiny") / "model"
-    model, tok = build_tiny_model(seed=1)
-    save_model_dir(model, tok, d)
-    return d
-
-
-@pytest.fixture(scope="module")
 def run_dir(tiny_dir, tmp_path_factory):
     """A SAT-Seq run dir as `satseq train` leaves it: full-mode agents at stages 1 and 2."""
     from satseq.config import TrainConfig, save_config

@@ -7,18 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from satseq.models.tiny import build_tiny_model, save_model_dir
 
 FAST = ["trainer.train_batch_size=2", "sat_seq.group_size=2", "grpo.group_size=2", "rollout.max_new_tokens=6",
         "data.train_size=16", "data.eval_size=4", "threads=1", "trainer.tensorboard=false", "trainer.progress=false"]
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny") / "model"
-    model, tok = build_tiny_model(seed=1)
-    save_model_dir(model, tok, d)
-    return d
 
 
 def _train(args, env=None):
