@@ -49,7 +49,7 @@ def test_import_sat_seq_module_first_populates_registries(monkeypatch):
     importlib.import_module("satseq.methods.sat_seq.loss.seq_ratio_loss")
     reg = sys.modules["satseq.algos.registry"]
     assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo", "seqaware"]
-    assert sorted(reg.POLICY_LOSSES) == ["gspo", "ppo", "sat_seq"]
+    assert sorted(reg.POLICY_LOSSES) == ["apo", "gspo", "ppo", "sat_seq"]
     assert reg.ADV_ESTIMATORS["grpo"] is not grpo_advantages  # really a fresh import
 
 

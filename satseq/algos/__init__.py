@@ -12,6 +12,7 @@ import satseq.algos.kl  # noqa: F401
 import satseq.algos.losses  # noqa: F401  (registers ppo, gspo)
 import satseq.methods.sat_seq.adv.seqaware  # noqa: F401  (registers seqaware)
 import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers sat_seq)
+import satseq.methods.apo.loss  # noqa: F401  (registers apo)
 from satseq.algos.registry import (
     ADV_ESTIMATORS,
     POLICY_LOSSES,

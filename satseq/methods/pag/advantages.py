@@ -1,0 +1,88 @@
+"""PAG advantages: turn-independent, normalized separately per role (RoleAdvNorm).
+
+Turn-independent (turn discount 0): a turn's "return" is its own reward r (the revision bonus is
+already inside a revision turn's reward, :mod:`satseq.rewards.pag_rewards`); no later turn's
+reward flows back into it. Per turn, with a baseline group B::
+
+    A = (r - mean_B r) / (std_B r + eps)       (unbiased std, as GRPO; ``norm_by_std=False``: r - mean)
+
+Default ``group_by="group_role_turn"``: B = the turns of the same prompt group, same PAG role,
+same turn index (y1 with y1s, v1 with v1s, y2 with y2s ...). Policy and verifier turns are never
+in one group, so each role is normalized on its own (RoleAdvNorm).
+
+**Deviation from the paper**: PAG trains with PPO and a learned critic (A = r - V(s) with
+discount 0, then per-role whitening over the batch). We use group baselines instead (no critic),
+as the spec allows. As in :func:`satseq.algos.advantages.group_normalize`, a baseline group of
+one turn, or one whose rewards are all equal, gets advantage 0; in particular a revision turn
+that is the only one of its prompt group to be revised gets 0. ``group_by="group_role"``
+(baseline over all turns of the role within the prompt group) or ``"role"`` (over the whole
+batch per role, closest to the paper's RoleAdvNorm) keep a signal there.
+
+Registry: the signature follows the adv-estimator convention (leading ``(rewards, group_ids)`` as
+``grpo``; without ``roles`` / ``turn_ids`` it reduces to GRPO; extra per-turn tensors as keywords),
+but it is deliberately NOT registered here: registering on import would make the registry's
+contents depend on import order (tests/test_algos_core.py asserts the exact list of names). To
+register it as ``"pag"``, add ``register_adv("pag")(pag_advantages)`` (or the decorator) where
+``satseq.algos`` imports its estimators, and update those lists.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from satseq.algos.advantages import group_normalize
+from satseq.workflows.episode import Episode
+
+ROLE_IDS = {"policy": 0, "verifier": 1}
+GROUP_BY = ("group_role_turn", "group_role", "role")
+
+
+def pag_advantages(
+    rewards: Tensor,
+    group_ids: Tensor,
+    roles: Tensor | None = None,
+    turn_ids: Tensor | None = None,
+    group_by: str = "group_role_turn",
+    norm_by_std: bool = True,
+    eps: float = 1e-6,
+) -> Tensor:
+    """Per-turn advantages ``[N]`` from flat per-turn ``rewards``, prompt ``group_ids``, ``roles``
+    (:data:`ROLE_IDS` codes) and ``turn_ids`` (turn index in the episode), all ``[N]``."""
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {GROUP_BY}, got {group_by!r}")
+    r = rewards if rewards.is_floating_point() else rewards.to(torch.float32)
+    if r.dim() != 1:
+        raise ValueError(f"rewards must be [N], got {tuple(r.shape)}")
+    n = r.shape[0]
+    zeros = torch.zeros(n, dtype=torch.long, device=r.device)
+    cols = {"group": group_ids, "role": zeros if roles is None else roles,
+            "turn": zeros if turn_ids is None else turn_ids}
+    for k, v in cols.items():
+        if v.shape != (n,):
+            raise ValueError(f"{k} ids must be [N] with N={n}, got {tuple(v.shape)}")
+    keys = {"group_role_turn": ("group", "role", "turn"), "group_role": ("group", "role"), "role": ("role",)}
+    if n == 0:
+        return r.clone()
+    key = torch.stack([cols[k].to(device=r.device, dtype=torch.long) for k in keys[group_by]], dim=1)
+    _, baseline_ids = torch.unique(key, dim=0, return_inverse=True)
+    return group_normalize(r, baseline_ids, norm_by_std=norm_by_std, eps=eps)
+
+
+def episode_turn_tensors(episodes: list[Episode]) -> dict[str, Tensor]:
+    """Flatten episodes (episode-major, then turn order) into the inputs of :func:`pag_advantages`."""
+    turns = [(ep.group, t) for ep in episodes for t in ep.turns]
+    return {
+        "rewards": torch.tensor([t.reward for _, t in turns], dtype=torch.float32),
+        "group_ids": torch.tensor([g for g, _ in turns], dtype=torch.long),
+        "roles": torch.tensor([ROLE_IDS[t.info["pag_role"]] for _, t in turns], dtype=torch.long),
+        "turn_ids": torch.tensor([t.index for _, t in turns], dtype=torch.long),
+    }
+
+
+def assign_pag_advantages(episodes: list[Episode], **kwargs) -> Tensor:
+    """Compute :func:`pag_advantages` for rewarded episodes, store each in ``Turn.info["advantage"]``
+    and return the flat ``[N]`` tensor (order of :func:`episode_turn_tensors`)."""
+    adv = pag_advantages(**episode_turn_tensors(episodes), **kwargs)
+    for a, t in zip(adv.tolist(), (t for ep in episodes for t in ep.turns)):
+        t.info["advantage"] = a
+    return adv

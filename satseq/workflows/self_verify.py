@@ -1,0 +1,97 @@
+"""The ``self_verify`` workflow (PAG, spec ``apo_pag.md``): one policy solves, verifies, revises.
+
+One agent (``role``: its adapter / parameters) plays two PAG roles with different prompts; each
+turn records ``Turn.role = role`` and ``Turn.info["pag_role"]`` in {"policy", "verifier"}.
+Episode, with ``max_policy_turns = M`` (default 2)::
+
+    y1 (solve) -> v1 (verify y1) -> [verdict != "correct" and 1 < M] y2 (revise) -> v2 -> ... -> y_M -> v_M
+
+* Selective revision: an explicit "correct" verdict ends the episode; "wrong" and no verdict
+  (unparseable, see :func:`satseq.workflows.pag_prompts.parse_verdict`) lead to a revision.
+* Turn limit: at most M policy turns. The last policy turn is verified too (``verify_last=True``,
+  the default: the spec's "y2 -> v3"): its verdict changes nothing in the episode but gives the
+  verifier a training turn on revised attempts. ``verify_last=False`` ends right after y_M.
+* The prediction is the last policy turn's answer. ``ep.info``: ``revised`` (any y_t, t >= 2),
+  ``answer_t1``, ``final_answer``, ``policy_turns``, ``verdicts`` (one per verifier turn) and
+  ``stop`` ("accepted": the last verdict is "correct"; else "turn_limit").
+* Per-turn ``info``: ``pag_role``, ``attempt`` (1-based number of the attempt the turn makes or
+  judges), and on verifier turns ``verdict`` and ``judged_turn`` (index of the judged policy turn).
+  Verifier turns have ``answer = None`` (their verdict is not an answer to the problem).
+
+All active episodes advance in lockstep, one batched ``engine.generate`` per turn; episodes drop
+out when they stop. Rewards: :mod:`satseq.rewards.pag_rewards`; gradients: the trainer.
+"""
+from __future__ import annotations
+
+import torch
+
+from satseq.rewards.extract import extract_answer
+from satseq.rollout.types import SamplingParams
+from satseq.workflows.episode import Episode, Problem, Turn
+
+POLICY, VERIFIER = "policy", "verifier"
+
+
+class SelfVerifyWorkflow:
+    name = "self_verify"
+
+    def __init__(self, role: str, prompt_format, sampling: SamplingParams, max_policy_turns: int = 2, *,
+                 verify_last: bool = True):
+        if max_policy_turns < 1:
+            raise ValueError(f"max_policy_turns must be >= 1, got {max_policy_turns}")
+        self.role = role
+        self.fmt = prompt_format
+        self.sampling = sampling
+        self.max_policy_turns = int(max_policy_turns)
+        self.verify_last = verify_last
+
+    def _turn(self, ep: Episode, text: str, gen, pag_role: str, attempt: int, answer, **info) -> Turn:
+        t = Turn(role=self.role, index=len(ep.turns), prompt_text=text, prompt_ids=gen.prompt_ids,
+                 response_ids=gen.response_ids, behaviour_logprobs=gen.logprobs, text=gen.text,
+                 finish_reason=gen.finish_reason, answer=answer,
+                 info={"pag_role": pag_role, "attempt": attempt, **info})
+        ep.turns.append(t)
+        return t
+
+    def _generate(self, engine, pool, texts, sampling, generator):
+        return engine.generate(pool.module(self.role), [self.fmt.encode(t) for t in texts], sampling, generator)
+
+    def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
+                generator: torch.Generator | None = None, sampling: SamplingParams | None = None) -> list[Episode]:
+        sampling = sampling or self.sampling
+        episodes = [Episode(problem=p, group=g) for g, p in enumerate(problems) for _ in range(group_size)]
+        last_policy: dict[int, Turn] = {}
+        last_verify: dict[int, Turn] = {}
+        active = list(range(len(episodes)))
+        attempt = 0
+        while active:
+            attempt += 1
+            # policy turn: solve (attempt 1) or revise (later attempts)
+            if attempt == 1:
+                texts = [self.fmt.single(episodes[i].problem.problem) for i in active]
+            else:
+                texts = [self.fmt.revise(episodes[i].problem.problem, last_policy[i].text, last_verify[i].text)
+                         for i in active]
+            for i, text, gen in zip(active, texts, self._generate(engine, pool, texts, sampling, generator)):
+                last_policy[i] = self._turn(episodes[i], text, gen, POLICY, attempt, extract_answer(gen.text))
+            at_limit = attempt >= self.max_policy_turns
+            if at_limit and not self.verify_last:
+                break
+            # verifier turn: judge the attempt just made
+            texts = [self.fmt.verify(episodes[i].problem.problem, last_policy[i].text) for i in active]
+            for i, text, gen in zip(active, texts, self._generate(engine, pool, texts, sampling, generator)):
+                last_verify[i] = self._turn(episodes[i], text, gen, VERIFIER, attempt, None,
+                                            verdict=self.fmt.parse_verdict(gen.text),
+                                            judged_turn=last_policy[i].index)
+            if at_limit:
+                break
+            active = [i for i in active if last_verify[i].info["verdict"] != "correct"]
+        for i, ep in enumerate(episodes):
+            policy = [t for t in ep.turns if t.info["pag_role"] == POLICY]
+            verdicts = [t.info["verdict"] for t in ep.turns if t.info["pag_role"] == VERIFIER]
+            ep.prediction = policy[-1].answer
+            accepted = bool(verdicts) and verdicts[-1] == "correct"
+            ep.info.update(revised=len(policy) > 1, answer_t1=policy[0].answer, final_answer=ep.prediction,
+                           policy_turns=len(policy), verdicts=verdicts,
+                           stop="accepted" if accepted else "turn_limit")
+        return episodes
