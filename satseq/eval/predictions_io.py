@@ -1,13 +1,13 @@
 """``predictions.jsonl`` of ``satseq eval``: its lines, and the bookkeeping that makes a run resumable.
 
-- :func:`_records`: one prediction line per problem from a chunk's graded episodes (the fields are
+- :func:`records`: one prediction line per problem from a chunk's graded episodes (the fields are
   listed in :mod:`satseq.eval.runner`'s docstring);
-- :func:`_read_existing`: the complete lines already written (a torn last line from a killed run is
+- :func:`read_existing`: the complete lines already written (a torn last line from a killed run is
   cut off the file, so appends start on a fresh line);
-- :func:`_check_same_config` / :func:`_check_same_problems`: refuse to resume into output made with
+- :func:`check_same_config` / :func:`check_same_problems`: refuse to resume into output made with
   a different configuration (:data:`IDENTITY_KEYS` of ``inference_config.yaml``) or for different
   problems under the same ids;
-- :func:`_key`: the canonical key of a ``problem_id`` that resuming and the metrics dedupe on.
+- :func:`problem_key`: the canonical key of a ``problem_id`` that resuming and the metrics dedupe on.
 """
 from __future__ import annotations
 
@@ -29,12 +29,12 @@ IDENTITY_KEYS = ("model", "stage", "agents", "workflow", "prompt_format", "datas
                  "temperature", "top_p", "max_new_tokens", "stop", "seed")
 
 
-def _key(pid: Any) -> str:
+def problem_key(pid: Any) -> str:
     return json.dumps(pid, sort_keys=True, default=str)
 
 
 # ---------------------------------------------------------------------------------- resuming
-def _read_existing(out_dir: Path) -> list[dict]:
+def read_existing(out_dir: Path) -> list[dict]:
     """Complete lines of predictions.jsonl; a torn last line (killed run) is cut off the file."""
     path = out_dir / PREDICTIONS
     if not path.exists():
@@ -46,7 +46,7 @@ def _read_existing(out_dir: Path) -> list[dict]:
     return rows
 
 
-def _check_same_config(out_dir: Path, config: dict, rows: list[dict]) -> None:
+def check_same_config(out_dir: Path, config: dict, rows: list[dict]) -> None:
     if not rows:
         return
     cfg_path = out_dir / CONFIG_FILE
@@ -71,10 +71,10 @@ def _check_same_config(out_dir: Path, config: dict, rows: list[dict]) -> None:
                           "use another --output_dir, or delete it to start over")
 
 
-def _check_same_problems(out_dir: Path, rows: list[dict], problems: list[Problem]) -> None:
-    by_key = {_key(p.problem_id): p for p in problems}
+def check_same_problems(out_dir: Path, rows: list[dict], problems: list[Problem]) -> None:
+    by_key = {problem_key(p.problem_id): p for p in problems}
     for r in rows:
-        p = by_key.get(_key(r.get("problem_id")))
+        p = by_key.get(problem_key(r.get("problem_id")))
         if p is not None and (str(r.get("answer")) != str(p.answer) or r.get("problem") != p.problem):
             raise SatseqError(f"{out_dir / PREDICTIONS}: problem_id {r.get('problem_id')!r} has a different "
                               "problem or answer than the dataset now: use another --output_dir or delete it")
@@ -85,7 +85,7 @@ def _k_dict(metrics: dict, kind: str, ks: Sequence[int]) -> dict:
     return {str(k): metrics[f"{kind}@{k}"] for k in ks if f"{kind}@{k}" in metrics}
 
 
-def _records(target: Target, problems: list[Problem], episodes, n: int, ks: Sequence[int]) -> list[dict]:
+def records(target: Target, problems: list[Problem], episodes, n: int, ks: Sequence[int]) -> list[dict]:
     from satseq.rewards.grade import is_equivalent
 
     out = []

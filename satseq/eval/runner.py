@@ -52,11 +52,11 @@ from satseq.eval.predictions_io import (
     CONFIG_FILE,
     METRICS_FILE,
     PREDICTIONS,
-    _check_same_config,
-    _check_same_problems,
-    _key,
-    _read_existing,
-    _records,
+    check_same_config,
+    check_same_problems,
+    problem_key,
+    read_existing,
+    records,
 )
 from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, Target, load_target  # noqa: F401  (re-exported)
 from satseq.rollout.types import SamplingParams
@@ -154,7 +154,7 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
     """
     seen, uniq = set(), []
     for r in rows:
-        k = _key(r.get("problem_id"))
+        k = problem_key(r.get("problem_id"))
         if k not in seen:
             seen.add(k)
             uniq.append(r)
@@ -281,11 +281,11 @@ def run_evaluation(
     problems, dataset_id = _load_dataset(dataset, data_dir=data_dir, limit=limit)
     if not problems:
         raise DataError(f"{dataset}: no problems to evaluate")
-    ids = [_key(p.problem_id) for p in problems]
+    ids = [problem_key(p.problem_id) for p in problems]
     if len(set(ids)) != len(ids):
         raise DataError(f"{dataset}: problem ids are not unique; resumable evaluation keys on them")
-    rows = _read_existing(out_dir)
-    _check_same_problems(out_dir, rows, problems)
+    rows = read_existing(out_dir)
+    check_same_problems(out_dir, rows, problems)
 
     target = load_target(checkpoint_dir, stage=stage, device=dev, console=console)
     sampling = resolve_sampling(n, temperature, top_p,
@@ -317,12 +317,12 @@ def run_evaluation(
         "command": _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling, limit, data_dir, batch_size,
                                   threads, target.stage, seed),
     }
-    _check_same_config(out_dir, config, rows)
+    check_same_config(out_dir, config, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_yaml(out_dir / CONFIG_FILE, config)
 
-    done = {_key(r.get("problem_id")) for r in rows}
-    todo = [(i, p) for i, p in enumerate(problems) if _key(p.problem_id) not in done]
+    done = {problem_key(r.get("problem_id")) for r in rows}
+    todo = [(i, p) for i, p in enumerate(problems) if problem_key(p.problem_id) not in done]
     per_chunk = max(1, batch_size // n)
     if target.kind == "run":
         workflow = RelayWorkflow(target.agents, target.fmt, sampling)
@@ -346,7 +346,7 @@ def run_evaluation(
             gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + c)
             episodes = workflow.rollout(chunk, target.pool, engine, group_size=n, generator=gen)
             grade_episodes(episodes)
-            for rec in _records(target, chunk, episodes, n, ks):
+            for rec in records(target, chunk, episodes, n, ks):
                 append_jsonl(out_dir / PREDICTIONS, rec)
                 correct_so_far.append(sum(rec["correct"]) / len(rec["correct"]))
             bar.advance(len(chunk))
@@ -355,7 +355,7 @@ def run_evaluation(
 
     all_rows = read_jsonl(out_dir / PREDICTIONS, allow_partial_last_line=True)
     metrics = compute_metrics(all_rows, ks)
-    outside = len({_key(r.get("problem_id")) for r in all_rows} - set(ids))
+    outside = len({problem_key(r.get("problem_id")) for r in all_rows} - set(ids))
     if outside:
         console(f"[satseq] note: {PREDICTIONS} also holds {outside} problems outside this selection; "
                 "metrics cover all of its lines")
