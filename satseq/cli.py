@@ -4,6 +4,7 @@
     satseq sft [--out DIR] [--steps N]       build the embedded warm start
     satseq quickstart                        warm start → SAT-Seq and GRPO → before/after table
     satseq eval ...                          evaluate a model or a run directory
+    satseq vstar CONFIG [key=value ...]      A*-PO stage 1: the V* cache
     satseq convert-gguf GGUF OUT             GGUF → ordinary HF checkpoint
 
 User errors (bad config key, malformed data, missing path, offline hub) print one line,
@@ -75,6 +76,28 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
     cfg = load_config(path, overrides)
     run_dir = run_train(cfg, stop_after=stop_after)
     typer.echo(f"run directory: {run_dir}")
+
+
+@app.command(context_settings={"allow_extra_args": True})
+@user_errors
+def vstar(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml followed by key=value overrides")):
+    """A*-PO stage 1: sample apo.n_samples responses per training prompt, write the V* cache."""
+    from satseq.config import load_config
+    from satseq.methods.apo.stage1 import cache_path, compute_vstar
+    from satseq.rewards.grade import load_custom_reward
+    from satseq.train import GRPO_AGENT
+    from satseq.trainers.runtime import build_runtime
+
+    path, overrides = _split_config_args(args or [])
+    cfg = load_config(path, ["method=apo", *overrides])
+    rt = build_runtime(cfg, [GRPO_AGENT], [None], typer.echo)
+    custom = load_custom_reward(cfg.reward.custom) if cfg.reward.custom else None
+    cache, secs = compute_vstar(cfg, rt, GRPO_AGENT, custom=custom)
+    cache.save(cache_path(cfg))
+    v = cache.vstar
+    solvable = len(cache.solvable_ids()) / max(1, len(v))
+    typer.echo(f"V* for {len(v)} prompts × {cfg.apo.n_samples} samples in {secs:.1f} s: mean {sum(v) / len(v):.3f}, "
+               f"solvable {solvable:.1%} -> {cache_path(cfg)}")
 
 
 @app.command()

@@ -3,7 +3,8 @@
     dataset ─▶ workflow.rollout ─▶ episodes ─▶ rewards ─▶ algorithm.update ─▶ metrics / checkpoints
 
 ``method=sat_seq``: the relay workflow over K agents, updated by the SAT-Seq stage coordinator.
-``method=grpo``: one agent, the single-turn workflow, the GRPO updater. The loop resumes from
+``method=grpo``: one agent, the single-turn workflow, the GRPO updater. ``method=apo``: A*-PO —
+V* from the cache (stage 1 runs first if there is none), one sample per prompt, the regression loss. The loop resumes from
 ``<run_dir>/trainer_state`` when it exists (``resume=true``) and then continues the very same run:
 weights, optimizer states, β's, RNG streams and the data position are all restored.
 """
@@ -57,6 +58,21 @@ def build_method(cfg: TrainConfig, console=print, reward_fn=None):
         updater = GRPOUpdater(cfg, rt.pool, gen, rt.device)
         assign = lambda eps: assign_outcome_rewards(eps, custom=custom)  # noqa: E731
         return rt, workflow, updater, cfg.grpo.group_size, assign, gen
+    if cfg.method == "apo":
+        from satseq.methods.apo.stage1 import load_or_compute_vstar
+        from satseq.methods.apo.updater import APOUpdater
+
+        rt = build_runtime(cfg, [GRPO_AGENT], [None], console)
+        cache = load_or_compute_vstar(cfg, rt, GRPO_AGENT, custom=custom, console=console)
+        if cfg.apo.filter_unsolvable:
+            keep = {str(i) for i in cache.solvable_ids()}
+            rt.train = [p for p in rt.train if str(p.problem_id) in keep]
+            if not rt.train:
+                raise ConfigError("apo.filter_unsolvable: every training prompt is unsolvable for the reference policy")
+        workflow = SingleWorkflow(GRPO_AGENT, rt.fmt, rt.sampling)
+        updater = APOUpdater(cfg, rt.pool, gen, cache, rt.device)
+        assign = lambda eps: assign_outcome_rewards(eps, custom=custom)  # noqa: E731
+        return rt, workflow, updater, 1, assign, gen
     raise ConfigError(f"config key 'method': unknown method '{cfg.method}'")
 
 

@@ -104,3 +104,20 @@ def test_dapo_format_training_data(tiny_dir, tmp_path):
     from satseq.data.loading import load_problems
 
     assert [p.answer for p in load_problems(str(data))][:2] == ["300", "302"]
+
+
+def test_apo_stage1_cache_then_stage2_training(tiny_dir, tmp_path):
+    args = [f"model.path={tiny_dir}", "method=apo", "apo.n_samples=3", "apo.lr=1e-4", *FAST,
+            f"output_dir={tmp_path}", "run_name=apo"]
+    v = subprocess.run([sys.executable, "-m", "satseq.cli", "vstar", *args], capture_output=True, text=True,
+                       timeout=300)
+    assert v.returncode == 0, v.stderr
+    cache = json.loads((tmp_path / "apo" / "vstar.json").read_text())
+    assert len(cache["problem_ids"]) == 16 and all(len(r) == 3 for r in cache["rewards"])
+    r = _train([*args, "trainer.num_stages=2"])
+    assert r.returncode == 0, r.stderr
+    rows = _metrics(tmp_path / "apo")
+    assert len(rows) == 2 and "policy/loss" in rows[0] and "apo/vstar_mean" in rows[0]
+    # a cache made for another N is refused, naming what differs
+    line = _error(_train([*args, "apo.n_samples=5", "run_name=apo", "resume=false"]))
+    assert "vstar.json" in line

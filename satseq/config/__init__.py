@@ -2,6 +2,7 @@
 from satseq.config.loader import dump_config, load_config, save_config
 from satseq.config.schema import (
     AgentConfig,
+    APOConfig,
     AlgorithmConfig,
     CertificateConfig,
     DataConfig,
@@ -17,7 +18,7 @@ from satseq.config.schema import (
 )
 
 __all__ = [
-    "AgentConfig", "AlgorithmConfig", "CertificateConfig", "DataConfig", "GRPOConfig", "KLCtrlConfig",
+    "AgentConfig", "APOConfig", "AlgorithmConfig", "CertificateConfig", "DataConfig", "GRPOConfig", "KLCtrlConfig",
     "LoraConfig", "ModelConfig", "RewardConfig", "RolloutConfig", "SatSeqConfig", "TrainConfig",
     "TrainerConfig", "dump_config", "load_config", "save_config",
 ]

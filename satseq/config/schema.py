@@ -132,6 +132,18 @@ class SatSeqConfig(_Section):
         return agents
 
 
+# ----------------------------------------------------------------------------------------- apo
+class APOConfig(_Section):
+    n_samples: int = Field(8, ge=1, description="stage 1: reference samples per training prompt for V*")
+    beta1: float = Field(0.5, description="stage 1: V* temperature (0 = mean reward, < 0 = V* is 0)")
+    beta2: float = Field(1e-3, gt=0.0, description="stage 2: scale of log(pi/pi_ref) regressed onto r - V*")
+    entropy_coef: float = Field(0.001, ge=0.0, description="stage 2: entropy bonus coefficient")
+    filter_unsolvable: bool = Field(False, description="drop training prompts whose N reference samples all fail")
+    vstar_cache: Optional[str] = Field(None, description="V* cache file (None = <run_dir>/vstar.json; made by `satseq vstar` or on first use)")
+    mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
+    lr: float = Field(1e-6, gt=0.0, description="learning rate (AdamW; the official default for 1.5B-7B models)")
+
+
 # ---------------------------------------------------------------------------------------- grpo
 class GRPOConfig(_Section):
     group_size: int = Field(4, ge=1, description="responses sampled per prompt")
@@ -175,7 +187,7 @@ class TrainConfig(_Section):
     run_name: str = Field("sat_seq_dapo", min_length=1, description="run name; the run directory is output_dir/run_name")
     output_dir: str = Field("outputs", description="parent directory of run directories")
     seed: int = Field(0, description="global random seed")
-    method: Literal["sat_seq", "grpo"] = Field("sat_seq", description="training method")
+    method: Literal["sat_seq", "grpo", "apo"] = Field("sat_seq", description="training method")
     device: str = Field("auto", description='torch device ("auto" = cuda if available, else cpu)')
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")
     resume: bool = Field(True, description="continue from the run dir's last trainer state if present")
@@ -185,6 +197,7 @@ class TrainConfig(_Section):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="returns and KL control")
     sat_seq: SatSeqConfig = Field(default_factory=SatSeqConfig, description="SAT-Seq method")
     grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="GRPO baseline")
+    apo: APOConfig = Field(default_factory=APOConfig, description="A*-PO (offline V*, optimal-advantage regression)")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="reward shaping")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="training loop, checkpoints, logging")
 

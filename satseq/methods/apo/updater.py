@@ -1,0 +1,60 @@
+"""A*-PO stage 2 (arXiv 2505.20686): one generation per prompt, regression onto r − V*.
+
+Per sequence ``(β2 · Σ_t log π_θ/π_ref + V*(x) − r)²``, mean over sequences, minus
+``entropy_coef`` × the mean token entropy (loss ``apo`` in the registry). No ratio, no clipping,
+no critic; the reference is the starting policy (adapters disabled for LoRA, a frozen copy for
+full fine-tuning).
+"""
+from __future__ import annotations
+
+import torch
+
+from satseq.algos import get_loss
+from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, turns_of_role
+from satseq.workflows.episode import Episode
+
+
+class APOUpdater:
+    def __init__(self, cfg, pool, generator: torch.Generator, cache, device: str = "cpu"):
+        self.cfg, self.pool, self.gen, self.cache, self.device = cfg, pool, generator, cache, device
+        self.name = pool.names[0]
+        self.loss_fn = get_loss("apo")
+        self.opt = torch.optim.AdamW(pool.parameters(self.name), lr=cfg.apo.lr, weight_decay=cfg.trainer.weight_decay)
+        pool.keep_reference()
+        self.temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+        self.pad_id = pool.tokenizer.pad_token_id
+
+    def update(self, stage: int, episodes: list[Episode]) -> dict:
+        a = self.cfg.apo
+        rewards = torch.tensor([ep.turns[-1].reward for ep in episodes], dtype=torch.float32)
+        vstar = torch.tensor(self.cache.vstar_for([ep.problem.problem_id for ep in episodes]), dtype=torch.float32)
+        batch = turns_of_role(episodes, self.name)
+        model = self.pool.module(self.name)
+        with self.pool.reference() as ref:
+            ref_lp, _ = batch_logprobs(ref, batch, self.pad_id, temperature=self.temperature, device=self.device)
+        losses, ents = [], []
+        model.train()
+        for idx in minibatch_indices(len(batch), a.mini_batch_size, self.gen):
+            mb = batch.select(idx)
+            lp, m, logdist = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature, device=self.device,
+                                            grad=True, need_logits=True, chunk=len(mb))
+            w = lp.shape[1]
+            entropy = -(logdist.exp() * logdist).sum(-1)
+            loss, lm = self.loss_fn(lp, ref_lp[idx][:, :w], m, rewards[idx], vstar[idx], beta2=a.beta2,
+                                    entropy=entropy, entropy_coef=a.entropy_coef)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.cfg.trainer.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.pool.parameters(self.name), self.cfg.trainer.grad_clip)
+            self.opt.step()
+            losses.append(float(loss.detach()))
+            ents.append(float(lm.get("entropy", 0.0)))
+        model.eval()
+        return {f"{self.name}/loss": sum(losses) / len(losses), f"{self.name}/entropy": sum(ents) / len(ents),
+                "apo/advantage_mean": float((rewards - vstar).mean()), "apo/vstar_mean": float(vstar.mean())}
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.opt.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.opt.load_state_dict(state["optimizer"])
