@@ -121,3 +121,16 @@ def test_apo_stage1_cache_then_stage2_training(tiny_dir, tmp_path):
     # a cache made for another N is refused, naming what differs
     line = _error(_train([*args, "apo.n_samples=5", "run_name=apo", "resume=false"]))
     assert "vstar.json" in line
+
+
+def test_train_dapo_launcher_honours_its_environment(tiny_dir, tmp_path):
+    env = dict(os.environ, TRAIN_BATCH_SIZE="2", NUM_STAGES="1", AGENT1_PATH=str(tiny_dir),
+               AGENT2_PATH=str(tiny_dir), AGENT3_PATH=str(tiny_dir), RUN_NAME="launcher")
+    r = subprocess.run(["bash", "recipes/sat_seq/train_dapo.sh", f"output_dir={tmp_path}", "sat_seq.group_size=2",
+                        "rollout.max_new_tokens=6", "data.train_size=8", "data.eval_size=4", "threads=1",
+                        "trainer.progress=false", "model.lora.enabled=false"],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stderr
+    cfg = (tmp_path / "launcher" / "train_config.yaml").read_text()
+    assert "train_batch_size: 2" in cfg and "num_stages: 1" in cfg and str(tiny_dir) in cfg
+    assert (tmp_path / "launcher" / "agent_3_stage_1" / "config.json").exists()
