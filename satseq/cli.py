@@ -6,6 +6,7 @@
     satseq eval ...                          evaluate a model or a run directory
     satseq vstar CONFIG [key=value ...]      A*-PO stage 1: the V* cache
     satseq convert-gguf GGUF OUT             GGUF → ordinary HF checkpoint
+    satseq plot RUN_DIR                      the six-panel training dashboard (PNG)
 
 User errors (bad config key, malformed data, missing path, offline hub) print one line,
 ``error: ...``, and exit with status 2; no traceback.
@@ -145,16 +146,15 @@ def convert_gguf(gguf: str = typer.Argument(..., help="a .gguf file, or 'smollm2
     typer.echo(f"wrote {gguf_to_hf(resolve_model_source(gguf), out)}")
 
 
-def _register_eval() -> None:
+def _register_subcommands() -> None:
     from satseq.eval.cli import eval_command
+    from satseq.plot_cli import plot_command
 
     app.command("eval", help=eval_command.__doc__)(user_errors(eval_command))
+    app.command("plot", help=plot_command.__doc__)(user_errors(plot_command))
 
 
-try:
-    _register_eval()
-except ImportError:  # pragma: no cover - the evaluator module is part of the package
-    pass
+_register_subcommands()
 
 
 def main() -> None:  # console-script entry point
