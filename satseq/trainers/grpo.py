@@ -13,7 +13,7 @@ import torch
 from satseq.algos import get_adv, get_loss
 from satseq.algos.kl import kl_penalty
 from satseq.algos.losses import agg_loss
-from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, turns_of_role
+from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, optimizer_step, turns_of_role
 from satseq.workflows.episode import Episode
 
 
@@ -56,12 +56,8 @@ class GRPOUpdater:
                     kl = agg_loss(kl_penalty(lp, ref_lp[idx][:, :w], "k3"), m, g.loss_agg_mode)
                     loss = loss + g.kl_coef * kl
                     kls.append(float(kl.detach()))
-                self.opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if self.cfg.trainer.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(self.pool.parameters(self.name), self.cfg.trainer.grad_clip)
-                self.opt.step()
-                losses.append(float(loss.detach()))
+                losses.append(optimizer_step(self.opt, loss, self.pool.parameters(self.name),
+                                             self.cfg.trainer.grad_clip))
                 clipfracs.append(float(lm["clipfrac"]))
         model.eval()
         mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731

@@ -73,3 +73,13 @@ def batch_logprobs(model, batch: TurnBatch, pad_id: int, *, temperature: float, 
 def minibatch_indices(n: int, size: int, generator: torch.Generator) -> list[torch.Tensor]:
     perm = torch.randperm(n, generator=generator)
     return [perm[s:s + size] for s in range(0, n, size)]
+
+
+def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor, params, grad_clip: float) -> float:
+    """zero_grad → backward → clip the global grad norm (if ``grad_clip > 0``) → step; returns the loss."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    opt.step()
+    return float(loss.detach())

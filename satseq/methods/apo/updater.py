@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from satseq.algos import get_loss
-from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, turns_of_role
+from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, optimizer_step, turns_of_role
 from satseq.workflows.episode import Episode
 
 
@@ -42,12 +42,7 @@ class APOUpdater:
             entropy = -(logdist.exp() * logdist).sum(-1)
             loss, lm = self.loss_fn(lp, ref_lp[idx][:, :w], m, rewards[idx], vstar[idx], beta2=a.beta2,
                                     entropy=entropy, entropy_coef=a.entropy_coef)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if self.cfg.trainer.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.pool.parameters(self.name), self.cfg.trainer.grad_clip)
-            self.opt.step()
-            losses.append(float(loss.detach()))
+            losses.append(optimizer_step(self.opt, loss, self.pool.parameters(self.name), self.cfg.trainer.grad_clip))
             ents.append(float(lm.get("entropy", 0.0)))
         model.eval()
         return {f"{self.name}/loss": sum(losses) / len(losses), f"{self.name}/entropy": sum(ents) / len(ents),

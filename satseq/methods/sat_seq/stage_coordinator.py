@@ -27,7 +27,7 @@ from satseq.methods.sat_seq.data.reweighting import episode_log_ratio, sequence_
 from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController
 from satseq.methods.sat_seq.loss.seq_ratio_loss import seq_ratio_loss
 from satseq.methods.sat_seq.monitor.certificate import AgentCertInput, pac_certificate
-from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, turns_of_role
+from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, optimizer_step, turns_of_role
 from satseq.workflows.episode import Episode
 
 _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
@@ -112,12 +112,8 @@ class StageCoordinator:
                         kl = kl_penalty(lp, cur, s.kl_penalty) * m
                     loss, lm = seq_ratio_loss(lp, cur, mb.advantages.to(lp.device), m, is_weight=c[idx],
                                               kl=kl, beta=beta, clip_eps=s.epsilon, ratio=_RATIO[s.ratio])
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if self.cfg.trainer.grad_clip > 0:
-                        torch.nn.utils.clip_grad_norm_(self.pool.parameters(name), self.cfg.trainer.grad_clip)
-                    opt.step()
-                    stats["loss"].append(float(loss.detach()))
+                    stats["loss"].append(optimizer_step(opt, loss, self.pool.parameters(name),
+                                                        self.cfg.trainer.grad_clip))
                     stats["clipfrac"].append(float(lm["clipfrac"]))
             model.eval()
 
