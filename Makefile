@@ -25,5 +25,9 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
+bench: setup
+	$(BIN)/python bench/engine_throughput.py
+	@echo "fresh-clone quickstart timing: bash bench/fresh_quickstart.sh"
+
 clean:
 	rm -rf $(VENV) outputs
