@@ -114,10 +114,6 @@ class AgentPool:
             for p in self._reference.parameters():
                 p.requires_grad_(False)
 
-    def train_mode(self, on: bool = True) -> None:
-        for m in (self._models.values() if self.mode == "full" else [self._peft]):
-            m.train(on)
-
     # ----------------------------------------------------------------- saving
     def save_agent(self, name: str, out_dir: str | Path) -> Path:
         """One loadable HF-format checkpoint (full model or PEFT adapter, safetensors), atomically."""

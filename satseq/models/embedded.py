@@ -17,10 +17,10 @@ from satseq.models.tiny import build_tiny_model, save_model_dir
 from satseq.trainers.sft import SFTConfig, run_sft
 
 EMBEDDED = "embedded"
-HELD_OUT_SPLITS = ("eval",)
+HELD_OUT_POOL = 1000  # the first N problems of the "eval" stream are never trained on
 
 
-def eval_exclusion(seed: int, eval_size: int) -> set[str]:
+def eval_exclusion(seed: int = 0, eval_size: int = HELD_OUT_POOL) -> set[str]:
     """Problems of the held-out split, which neither SFT nor RL may train on."""
     return {p.problem for p in ArithmeticTask(seed=seed).problems(eval_size, split="eval")}
 
@@ -30,7 +30,7 @@ def warm_start_dir(output_dir: str | Path, seed: int = 0) -> Path:
 
 
 def ensure_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig | None = None,
-                      n_examples: int = 20000, eval_size: int = 1000, show_progress: bool = True,
+                      n_examples: int = 20000, eval_size: int = HELD_OUT_POOL, show_progress: bool = True,
                       console=print) -> Path:
     """Return the warm-start model dir, training it first if it does not exist yet."""
     out = warm_start_dir(output_dir, seed)

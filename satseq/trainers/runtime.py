@@ -17,7 +17,7 @@ from satseq.config import TrainConfig
 from satseq.data.arithmetic import ArithmeticTask
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
-from satseq.models.embedded import EMBEDDED, ensure_warm_start
+from satseq.models.embedded import EMBEDDED, ensure_warm_start, eval_exclusion
 from satseq.rollout.engine import make_engine
 from satseq.rollout.types import SamplingParams
 from satseq.workflows.episode import Problem
@@ -51,7 +51,7 @@ def setup_torch(cfg: TrainConfig) -> str:
     return device
 
 
-def _agent_sources(cfg: TrainConfig, names: list[str], paths: list[str | None]) -> list[str]:
+def _agent_sources(cfg: TrainConfig, paths: list[str | None]) -> list[str]:
     return [p if p else cfg.model.path for p in paths]
 
 
@@ -97,7 +97,7 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
                console=print) -> AgentPool:
     """Load each agent's policy: full copies (embedded default) or LoRA adapters on one base."""
     check_agent_paths(cfg, names, paths)
-    sources = _agent_sources(cfg, names, paths)
+    sources = _agent_sources(cfg, paths)
     use_lora = cfg.model.lora.enabled
     if use_lora == "auto":  # full fine-tuning for the embedded tiny model, LoRA for real HF models
         use_lora = not all(_is_embedded_model(s) for s in sources)
@@ -150,8 +150,7 @@ def load_datasets(cfg: TrainConfig) -> tuple[list[Problem], list[Problem]]:
     else:
         eval_set = load_problems(cfg.data.eval, split="test", data_dir=cfg.data.data_dir, limit=cfg.data.eval_size)
     if cfg.data.train == EMBEDDED:
-        train_set = task.problems(cfg.data.train_size, split="train",
-                                  exclude={p.problem for p in task.problems(1000, split="eval")})
+        train_set = task.problems(cfg.data.train_size, split="train", exclude=eval_exclusion(EMBEDDED_TASK_SEED))
     else:
         train_set = load_problems(cfg.data.train, split="train", data_dir=cfg.data.data_dir, limit=cfg.data.train_size)
     if not train_set:
