@@ -80,6 +80,22 @@ def _truncate_jsonl(path: Path, resume_step: int) -> None:
         fh.writelines(kept)
 
 
+def wandb_configured() -> bool:
+    """``trainer.wandb=auto``: the wandb package is installed and the user has W&B set up
+    (``WANDB_API_KEY``, ``WANDB_MODE`` offline/online, or a ``wandb login`` entry in ~/.netrc)."""
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is None:
+        return False
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") in ("offline", "online"):
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    try:
+        return "api.wandb.ai" in netrc.read_text()
+    except OSError:
+        return False
+
+
 class Tracker:
     """Log scalar metrics per step to JSONL and the enabled, installed backends."""
 
@@ -88,7 +104,7 @@ class Tracker:
         run_dir: str | os.PathLike,
         *,
         tensorboard: bool = True,
-        wandb: bool = False,
+        wandb: bool | str = False,
         wandb_project: str = "satseq",
         mlflow: bool = False,
         config: Optional[dict] = None,
@@ -107,6 +123,8 @@ class Tracker:
         if tensorboard:
             self._tb = self._open_tensorboard(resume_step)
         self._wandb = None
+        if wandb == "auto":
+            wandb = wandb_configured()
         if wandb:
             self._wandb = self._open_wandb(wandb_project, config, resume_step)
         self._mlflow = None

@@ -59,6 +59,15 @@ def group_normalize(
     return torch.where(keep, out, torch.zeros_like(out))
 
 
+def keyed_group_normalize(x: Tensor, keys: Tensor, norm_by_std: bool = True, eps: float = 1e-6) -> Tensor:
+    """:func:`group_normalize` of ``x [N]`` where a baseline group is a distinct row of ``keys [N, k]``
+    (e.g. prompt group x role x turn index: per-role, per-turn GRPO normalization)."""
+    if x.shape[0] == 0:
+        return x.clone()
+    _, ids = torch.unique(keys.to(device=x.device, dtype=torch.long), dim=0, return_inverse=True)
+    return group_normalize(x, ids, norm_by_std=norm_by_std, eps=eps)
+
+
 def _constant_group(x: Tensor, group_ids: Tensor, mask: Tensor | None) -> Tensor:
     """True where every (valid) entry of the element's group, same column, is equal."""
     m = torch.ones_like(x, dtype=torch.bool) if mask is None else mask.to(torch.bool)

@@ -141,6 +141,7 @@ class APOConfig(_Section):
     filter_unsolvable: bool = Field(False, description="drop training prompts whose N reference samples all fail")
     vstar_cache: Optional[str] = Field(None, description="V* cache file (None = <run_dir>/vstar.json; made by `satseq vstar` or on first use)")
     mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
+    epochs: int = Field(1, ge=1, description="stage 2: passes over each batch (the regression is valid off-policy: its targets do not depend on pi_theta)")
     lr: float = Field(1e-6, gt=0.0, description="learning rate (AdamW; the official default for 1.5B-7B models)")
 
 
@@ -156,6 +157,40 @@ class GRPOConfig(_Section):
     ppo_epochs: int = Field(1, ge=1, description="passes over the rollouts per update")
     mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
     lr: float = Field(3e-5, gt=0.0, description="learning rate (AdamW)")
+
+
+# ----------------------------------------------------------------------------------------- pag
+class PAGConfig(_Section):
+    max_policy_turns: int = Field(2, ge=1, description="most policy turns per episode (solve + revisions)")
+    alpha: float = Field(1.0, description="revision bonus alpha * (R(y_t) - R(y_{t-1})) on policy turns t >= 2")
+    verify_last: bool = Field(True, description="also verify the last policy turn (a verifier training turn; changes nothing in the episode)")
+    adv_group_by: Literal["group_role_turn", "group_role", "role"] = Field(
+        "group_role_turn", description="baseline group of a turn's advantage (always per role: RoleAdvNorm)")
+    update: Literal["grpo", "apo"] = Field(
+        "grpo", description="grpo: clipped policy gradient (grpo section); apo: A*-PO regression of every turn (apo section, V* from stage 1)")
+    collapse_threshold: float = Field(0.5, ge=0.0, le=1.0, description="warn when the answer change ratio falls below this")
+
+
+# ---------------------------------------------------------------------------------------- mlmt
+class MLMTRoleConfig(_Section):
+    path: Optional[str] = Field(None, description="this role's initial model (None = model.path)")
+    trainable: bool = Field(True, description="update this role (the seed's HLT / LLT)")
+
+
+class MLMTScheduleConfig(_Section):
+    coach: int = Field(1, ge=1, description="coach steps per cycle (the seed's high-level update frequency)")
+    solver: int = Field(1, ge=1, description="solver steps per cycle; the solver trains first; coach=solver=1 trains both every step")
+
+
+class MLMTConfig(_Section):
+    solver: MLMTRoleConfig = Field(default_factory=MLMTRoleConfig, description="the low level: solves (turn 1) and refines (turn 3)")
+    coach: MLMTRoleConfig = Field(default_factory=MLMTRoleConfig, description="the high level: writes feedback (turn 2)")
+    schedule: MLMTScheduleConfig = Field(default_factory=MLMTScheduleConfig, description="alternating schedule {coach: a, solver: b}")
+    share: Literal["none", "weights", "lora"] = Field(
+        "none", description="none: one model per role; weights: one model plays both roles (role prompts); lora: one base, one LoRA adapter per role")
+    lambda_conf: float = Field(0.0, description="weight of the solver's confidence conf(y^) in the coach reward (0: measured to make the coach uninformative, docs/mlmt.md)")
+    lambda_dep: float = Field(0.1, description="weight of the context dependence dep(g) in the coach reward")
+    dep_max: float = Field(1.0, ge=0.0, description="dep(g) is clipped to [0, dep_max] (nats per token)")
 
 
 # -------------------------------------------------------------------------------------- reward
@@ -177,9 +212,12 @@ class TrainerConfig(_Section):
     progress: bool = Field(True, description="show progress bars (only on a terminal)")
     export_pt: bool = Field(True, description="also write the seed's agent_k_stage_N.pt state dicts")
     tensorboard: bool = Field(True, description="log metrics to TensorBoard (if installed)")
-    wandb: bool = Field(False, description="log metrics to Weights & Biases (if installed)")
+    wandb: Union[Literal["auto"], bool] = Field(
+        False, description="log metrics to Weights & Biases (auto: when wandb is installed and logged in)")
     wandb_project: str = Field("satseq", description="W&B project name")
     mlflow: bool = Field(False, description="log metrics to MLflow (if installed)")
+    ray_address: Optional[str] = Field(
+        None, description="Ray cluster to connect to (submit_mlmt.sbatch sets it); training still runs in the driver process")
 
 
 # ------------------------------------------------------------------------------------ top level
@@ -187,7 +225,7 @@ class TrainConfig(_Section):
     run_name: str = Field("sat_seq_dapo", min_length=1, description="run name; the run directory is output_dir/run_name")
     output_dir: str = Field("outputs", description="parent directory of run directories")
     seed: int = Field(0, description="global random seed")
-    method: Literal["sat_seq", "grpo", "apo"] = Field("sat_seq", description="training method")
+    method: Literal["sat_seq", "grpo", "apo", "pag", "mlmt"] = Field("sat_seq", description="training method")
     device: str = Field("auto", description='torch device ("auto" = cuda if available, else cpu)')
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")
     resume: bool = Field(True, description="continue from the run dir's last trainer state if present")
@@ -198,6 +236,8 @@ class TrainConfig(_Section):
     sat_seq: SatSeqConfig = Field(default_factory=SatSeqConfig, description="SAT-Seq method")
     grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="GRPO baseline")
     apo: APOConfig = Field(default_factory=APOConfig, description="A*-PO (offline V*, optimal-advantage regression)")
+    pag: PAGConfig = Field(default_factory=PAGConfig, description="PAG (policy as generative verifier); PPO settings from grpo")
+    mlmt: MLMTConfig = Field(default_factory=MLMTConfig, description="MLMT-RL (coach and solver); PPO settings from grpo")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="reward shaping")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="training loop, checkpoints, logging")
 
@@ -223,6 +263,6 @@ class TrainConfig(_Section):
 
 __all__ = [
     "AgentConfig", "AlgorithmConfig", "CertificateConfig", "DataConfig", "GRPOConfig", "KLCtrlConfig",
-    "LoraConfig", "ModelConfig", "RewardConfig", "RolloutConfig", "SatSeqConfig", "TrainConfig",
+    "LoraConfig", "MLMTConfig", "MLMTRoleConfig", "MLMTScheduleConfig", "ModelConfig", "PAGConfig", "RewardConfig", "RolloutConfig", "SatSeqConfig", "TrainConfig",
     "TrainerConfig",
 ]

@@ -26,6 +26,12 @@ PREV_WIDTH = 4  # characters used to show one earlier agent's answer in a relay 
 
 def careful_solution(a: int, b: int) -> str:
     """Column-by-column addition from the units, each column ``x+y+carry=two digits``."""
+    cols, total = column_chain(a, b)
+    return cols + ";" + boxed(total)
+
+
+def column_chain(a: int, b: int) -> tuple[str, str]:
+    """(``7+9+0=16,4+8+1=13,3+5+1=09``, ``"936"``): the columns of :func:`careful_solution` and the sum."""
     da, db = f"{a:03d}"[::-1], f"{b:03d}"[::-1]
     carry, cols, digits = 0, [], []
     for x, y in zip(da, db):
@@ -35,7 +41,7 @@ def careful_solution(a: int, b: int) -> str:
         carry = s // 10
     total = (str(carry) if carry else "") + "".join(str(d) for d in reversed(digits))
     assert int(total) == a + b
-    return ",".join(cols) + ";" + boxed(total)
+    return ",".join(cols), total
 
 
 def boxed(ans: str) -> str:

@@ -56,6 +56,9 @@ def eval_command(
     seed: int = typer.Option(0, "--seed", help="sampling seed"),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda[:i]"),
     progress: bool = typer.Option(True, "--progress/--no_progress", help="progress bar (only on a terminal)"),
+    workflow: Optional[str] = typer.Option(
+        None, "--workflow", help="coach: the MLMT three-turn loop (solve, feedback, refine) with a single model in "
+        "both roles; MLMT run dirs use it by default"),
 ):
     """Evaluate a model or a SAT-Seq run dir: pass@k, avg@k, maj@k (+ vote and per-agent accuracy); resumable."""
     from satseq.eval.runner import run_evaluation
@@ -63,7 +66,7 @@ def eval_command(
     run_evaluation(dataset, checkpoint_dir, output_dir, n=n, ks=_parse_ks(k), temperature=temperature, top_p=top_p,
                    max_new_tokens=max_new_tokens, limit=limit, data_dir=data_dir, batch_size=batch_size,
                    threads=threads, stage=stage, seed=seed, device=device, show_progress=progress,
-                   console=typer.echo)
+                   console=typer.echo, workflow=workflow)
 
 
 if __name__ == "__main__":  # python -m satseq.eval.cli ... (the main entry point is `satseq eval`)

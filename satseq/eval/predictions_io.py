@@ -95,7 +95,12 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
         gold = str(p.answer)
         rec: dict = {"problem_id": p.problem_id, "problem": p.problem, "prompt": eps[0].turns[0].prompt_text,
                      "answer": gold}
-        if target.kind == "run":
+        if target.workflow == "coach":  # final = the solver's refined answer (turn 3)
+            answers = [ep.turns[2].answer for ep in eps]
+            correct = [bool(ep.turns[2].correct) for ep in eps]
+            rec["predicted_answer"] = majority_vote(answers, is_equivalent, tie_break="first")
+            rec["individual_answers"] = answers
+        elif target.kind == "run":
             answers = [ep.prediction for ep in eps]
             correct = [bool(ep.prediction_correct) for ep in eps]
             rec["predicted_answer"] = answers[0]
@@ -111,7 +116,15 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
         rec["maj_at_k"] = _k_dict(m, "maj", ks)
         rec["answers"] = answers
         rec["correct"] = correct
-        if target.kind == "run":
+        if target.workflow == "coach":
+            rec["roles"] = ["solver", "coach", "solver"]
+            rec["turn1_answers"] = [ep.turns[0].answer for ep in eps]
+            rec["turn1_correct"] = [bool(ep.turns[0].correct) for ep in eps]
+            rec["coach_answers"] = [ep.turns[1].answer for ep in eps]
+            rec["coach_correct"] = [bool(ep.turns[1].correct) for ep in eps]
+            rec["responses"] = [[t.text for t in ep.turns] for ep in eps]
+            rec["finish_reasons"] = [[t.finish_reason for t in ep.turns] for ep in eps]
+        elif target.kind == "run":
             rec["agents"] = list(target.agents)
             rec["votes"] = answers
             rec["agent_answers"] = [[t.answer for t in ep.turns] for ep in eps]

@@ -49,3 +49,21 @@ def evaluate_single(pool, agent: str, fmt, engine, problems, *, n: int = 1, samp
     out = _summary(_per_problem(episodes, n, lambda ep: ep.turns[0].correct), ks)
     out["episodes"] = episodes
     return out
+
+
+def evaluate_multiturn(workflow, pool, engine, problems, *, n: int = 1, generator: torch.Generator | None = None,
+                       sampling: SamplingParams | None = None) -> dict:
+    """Run a multi-turn workflow (``self_verify`` or ``coach``) ``n`` times per problem; returns its
+    metrics: PAG's (Acc@t1, Acc@final, verifier accuracy and recalls, revision rate, answer change
+    ratio) or MLMT's (accuracy after turn 1 and 3, coach accuracy, improvement and degradation)."""
+    episodes = workflow.rollout(problems, pool, engine, group_size=n, generator=generator, sampling=sampling)
+    if workflow.name == "self_verify":
+        from satseq.methods.pag.metrics import pag_metrics
+
+        return {f"pag/{k}": v for k, v in pag_metrics(episodes).items() if v is not None}
+    if workflow.name == "coach":
+        from satseq.methods.mlmt.updater import mlmt_rollout_metrics
+
+        grade_episodes(episodes)
+        return mlmt_rollout_metrics(episodes)
+    raise ValueError(f"evaluate_multiturn: no metrics for workflow {workflow.name!r}")

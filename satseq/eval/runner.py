@@ -173,7 +173,8 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
 
     final = block([{"correct": [float(c) for c in r["correct"]], "answers": r["answers"], "gold": r["answer"]}
                    for r in uniq])
-    out: dict = {"workflow": "relay" if "agents" in uniq[0] else "single", "ks": ks, **final}
+    kind = "coach" if "turn1_correct" in uniq[0] else "relay" if "agents" in uniq[0] else "single"
+    out: dict = {"workflow": kind, "ks": ks, **final}
     reasons: dict[str, int] = {}
     for r in uniq:
         for f in _flatten(r.get("finish_reasons", [])):
@@ -181,7 +182,16 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
     total = sum(reasons.values())
     out["finish_reasons"] = reasons
     out["truncated_fraction"] = reasons.get("length", 0) / total if total else 0.0
-    if out["workflow"] == "relay":
+    if kind == "coach":
+        out["turn3"] = dict(final)
+        out["turn1"] = block([{"correct": [float(c) for c in r["turn1_correct"]], "answers": r["turn1_answers"],
+                               "gold": r["answer"]} for r in uniq])
+        pairs = [(a, b) for r in uniq for a, b in zip(r["turn1_correct"], r["correct"])]
+        wrong1, right1 = sum(not a for a, _ in pairs), sum(a for a, _ in pairs)
+        out["improvement_rate"] = sum((not a) and b for a, b in pairs) / wrong1 if wrong1 else None
+        out["degradation_rate"] = sum(a and not b for a, b in pairs) / right1 if right1 else None
+        out["coach_accuracy"] = sum(c for r in uniq for c in r["coach_correct"]) / len(pairs)
+    if kind == "relay":
         out["vote"] = dict(final)
         agents = uniq[0]["agents"]
         out["agents"] = {}
@@ -213,6 +223,15 @@ def print_table(metrics: dict, title: str) -> None:
         for key in keys:
             table.add_row(key, *[_fmt((metrics["agents"].get(c) if c != "vote" else metrics["vote"]).get(key))
                                  for c in cols])
+    elif metrics["workflow"] == "coach":
+        for c in ("turn 1", "turn 3"):
+            table.add_column(c, justify="right")
+        for key in keys:
+            table.add_row(key, _fmt(metrics["turn1"].get(key)), _fmt(metrics["turn3"].get(key)))
+        rate = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+        table.add_row("improvement (wrong→right)", "", rate(metrics["improvement_rate"]))
+        table.add_row("degradation (right→wrong)", "", rate(metrics["degradation_rate"]))
+        table.add_row("coach accuracy", rate(metrics["coach_accuracy"]), "")
     else:
         table.add_column("mean ± se", justify="right")
         for key in keys:
@@ -250,6 +269,7 @@ def run_evaluation(
     show_table: bool = True,
     console: Callable[[str], None] = print,
     engine_factory: Callable[..., Any] | None = None,
+    workflow: str | None = None,
 ) -> dict:
     """Evaluate and write ``predictions.jsonl``, ``inference_config.yaml``, ``metrics.json``.
 
@@ -269,6 +289,8 @@ def run_evaluation(
         raise ConfigError(f"--batch_size must be >= 1, got {batch_size}")
     if threads < 0:
         raise ConfigError(f"--threads must be >= 0, got {threads}")
+    if workflow not in (None, "coach"):
+        raise ConfigError(f"--workflow must be 'coach' (or left out), got '{workflow}'")
     ks = _resolve_ks(ks, n, console)
     if threads > 0:
         torch.set_num_threads(threads)
@@ -287,7 +309,7 @@ def run_evaluation(
     rows = read_existing(out_dir)
     check_same_problems(out_dir, rows, problems)
 
-    target = load_target(checkpoint_dir, stage=stage, device=dev, console=console)
+    target = load_target(checkpoint_dir, stage=stage, device=dev, console=console, workflow=workflow)
     sampling = resolve_sampling(n, temperature, top_p,
                                 max_new_tokens if max_new_tokens is not None else target.default_max_new_tokens,
                                 target.stop)
@@ -315,7 +337,7 @@ def run_evaluation(
         "threads": threads,
         **({"run": target.info} if target.kind == "run" else {}),
         "command": _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling, limit, data_dir, batch_size,
-                                  threads, target.stage, seed),
+                                  threads, target.stage, seed, workflow),
     }
     check_same_config(out_dir, config, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -324,10 +346,14 @@ def run_evaluation(
     done = {problem_key(r.get("problem_id")) for r in rows}
     todo = [(i, p) for i, p in enumerate(problems) if problem_key(p.problem_id) not in done]
     per_chunk = max(1, batch_size // n)
-    if target.kind == "run":
-        workflow = RelayWorkflow(target.agents, target.fmt, sampling)
+    if target.workflow == "coach":
+        from satseq.workflows.coach import CoachWorkflow
+
+        wf = CoachWorkflow(target.roles, target.fmt, sampling)
+    elif target.kind == "run":
+        wf = RelayWorkflow(target.agents, target.fmt, sampling)
     else:
-        workflow = SingleWorkflow(target.agents[0], target.fmt, sampling)
+        wf = SingleWorkflow(target.agents[0], target.fmt, sampling)
     make = engine_factory or HFEngine
     engine = make(target.pool.tokenizer, batch_size=batch_size, device=dev)
     if rows and todo:
@@ -344,7 +370,7 @@ def run_evaluation(
         for c, items in sorted(chunks.items()):
             chunk = [p for _, p in items]
             gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + c)
-            episodes = workflow.rollout(chunk, target.pool, engine, group_size=n, generator=gen)
+            episodes = wf.rollout(chunk, target.pool, engine, group_size=n, generator=gen)
             grade_episodes(episodes)
             for rec in records(target, chunk, episodes, n, ks):
                 append_jsonl(out_dir / PREDICTIONS, rec)
@@ -376,7 +402,7 @@ def run_evaluation(
 
 
 def _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling: SamplingParams, limit, data_dir, batch_size,
-                   threads, stage, seed) -> str:
+                   threads, stage, seed, workflow=None) -> str:
     import shlex
 
     parts = ["satseq", "eval", "--dataset", str(dataset), "--checkpoint_dir", str(checkpoint_dir),
@@ -394,4 +420,6 @@ def _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling: SamplingPa
         parts += ["--data_dir", str(data_dir)]
     if stage is not None:
         parts += ["--stage", str(stage)]
+    if workflow is not None:
+        parts += ["--workflow", workflow]
     return " ".join(shlex.quote(p) for p in parts)

@@ -5,8 +5,11 @@
   LoRA adapters on the run's base model, the LoRA shape taken from the saved adapter), answering in
   turn with the ``relay`` workflow and the run's prompt format; the team's prediction is the
   agents' majority vote;
+- an **MLMT run directory** (``method: mlmt`` in ``run_info.json``): its solver and coach (or the
+  one shared actor) in the three-turn ``coach`` workflow;
 - a **single model** (an HF model directory, a hub id, ``smollm2``, or ``embedded`` = the embedded
-  warm start), answering alone with the ``single`` workflow.
+  warm start), answering alone with the ``single`` workflow, or playing both MLMT roles with
+  ``--workflow coach`` (``embedded`` is then the multi-turn warm start).
 
 Prompt format: a model whose ``config.json`` says ``"satseq_prompt_format": "embedded"`` gets the
 embedded task's format; any other model gets :class:`~satseq.workflows.prompts.ChatFormat` (the
@@ -41,9 +44,12 @@ class Target:
     default_max_new_tokens: int = CHAT_MAX_NEW_TOKENS
     stop: tuple[str, ...] = ()
     info: dict = field(default_factory=dict)
+    roles: dict[str, str] | None = None  # coach workflow: role -> agent
 
     @property
     def workflow(self) -> str:
+        if self.roles is not None:
+            return "coach"
         return "relay" if self.kind == "run" else "single"
 
 
@@ -116,27 +122,36 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
         pool.module(n).eval()
     fmt = prompt_format_of(pool, cfg)
     max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
+    roles = info.get("roles") if info.get("method") == "mlmt" else None
+    if roles is not None and (set(roles) != {"solver", "coach"} or not set(roles.values()) <= set(names)):
+        raise SatseqError(f"{run_dir / 'run_info.json'}: 'roles' must map solver and coach to its agents")
     return Target(kind="run", model=str(run_dir.resolve()), pool=pool, fmt=fmt, agents=list(names), stage=stage,
                   default_max_new_tokens=max_new, stop=tuple(cfg.rollout.stop),
                   info={"mode": info.get("mode"), "method": info.get("method"),
                         "base_model": info.get("base_model"),
-                        "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}})
+                        "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}},
+                  roles=roles)
 
 
-def _load_single(spec: str, device: str, console) -> Target:
+def _load_single(spec: str, device: str, console, workflow: str | None = None) -> Target:
     from satseq.models.agents import AgentPool
-    from satseq.models.embedded import EMBEDDED, ensure_warm_start
+    from satseq.models.embedded import EMBEDDED, ensure_multiturn_warm_start, ensure_warm_start
     from satseq.models.loading import load_causal_lm, resolve_model_source
     from satseq.workflows.prompts import make_format
 
     if spec == EMBEDDED:
-        src: Any = ensure_warm_start("outputs", console=console)
+        ensure = ensure_multiturn_warm_start if workflow == "coach" else ensure_warm_start
+        src: Any = ensure("outputs", console=console)
     else:
         src = resolve_model_source(spec)
     model, tok = load_causal_lm(src, device=device)
     model.eval()
     kind = getattr(model.config, "satseq_prompt_format", None) or "chat"
     fmt = make_format(kind, tok)
+    if workflow == "coach":
+        from satseq.workflows.mlmt_prompts import make_mlmt_format
+
+        fmt = make_mlmt_format(kind, tok)
     identity = str(Path(src).resolve()) if isinstance(src, Path) else str(src)
     max_new = CHAT_MAX_NEW_TOKENS
     if fmt.name == "embedded":
@@ -145,22 +160,28 @@ def _load_single(spec: str, device: str, console) -> Target:
         max_new = RolloutConfig().max_new_tokens
     pool = AgentPool.full(["model"], [model], tok, device=device)
     return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
-                  default_max_new_tokens=max_new, info={"spec": spec})
+                  default_max_new_tokens=max_new, info={"spec": spec},
+                  roles={"solver": "model", "coach": "model"} if workflow == "coach" else None)
 
 
 def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, device: str = "cpu",
-                console=print) -> Target:
-    """A run directory (relay over its agents) or a single model (see the module docstring)."""
+                console=print, workflow: str | None = None) -> Target:
+    """A run directory (relay over its agents; an MLMT run: its coach workflow) or a single model
+    (see the module docstring); ``workflow="coach"`` makes a single model play both MLMT roles."""
     spec = str(checkpoint_dir).strip()
     if not spec:
         raise ConfigError("--checkpoint_dir is empty")
     p = Path(spec).expanduser()
     if _is_run_dir(p):
-        return _load_run(p, stage, device, console)
+        target = _load_run(p, stage, device, console)
+        if workflow == "coach" and target.roles is None:
+            raise ConfigError(f"--workflow coach: '{spec}' is not an MLMT run (method=mlmt); pass an MLMT run "
+                              "directory or a single model")
+        return target
     if stage is not None:
         raise ConfigError(f"--stage applies to a SAT-Seq run directory (with run_info.json); "
                           f"'{spec}' is not one")
     if p.is_dir() and not (p / "config.json").is_file() and any(p.glob("*_stage_*")):
         raise SatseqError(f"'{spec}' holds stage checkpoints but no run_info.json: "
                           "pass one agent's checkpoint dir, or a run directory made by `satseq train`")
-    return _load_single(spec, device, console)
+    return _load_single(spec, device, console, workflow)

@@ -36,7 +36,7 @@ class AgentPool:
         self.device = device
         self._models = models or {}
         self._peft = peft_model
-        self._reference = None
+        self._references: dict[str, torch.nn.Module] = {}
         if mode == "lora":
             for n, p in self._peft.named_parameters():
                 p.requires_grad_("lora_" in n and any(f".{a}." in n for a in self.names))
@@ -97,22 +97,28 @@ class AgentPool:
             p.copy_(state[n].to(p.device, p.dtype))
 
     @contextlib.contextmanager
-    def reference(self):
-        """The frozen reference policy: adapters disabled (LoRA) or a copy of the start weights."""
+    def reference(self, name: str | None = None):
+        """The frozen reference policy of agent ``name`` (default: the first agent): adapters
+        disabled (LoRA) or the copy of its start weights kept by :meth:`keep_reference`."""
         if self.mode == "lora":
             with self._peft.disable_adapter():
                 yield self._peft
             return
-        if self._reference is None:
-            raise RuntimeError("reference policy requested but not kept; call keep_reference() first")
-        yield self._reference
+        name = name or self.names[0]
+        if name not in self._references:
+            raise RuntimeError(f"reference policy of '{name}' requested but not kept; call keep_reference() first")
+        yield self._references[name]
 
-    def keep_reference(self) -> None:
-        """Keep a frozen copy of the current weights as the reference (full mode; no-op for LoRA)."""
-        if self.mode == "full" and self._reference is None:
-            self._reference = copy.deepcopy(self._models[self.names[0]]).eval()
-            for p in self._reference.parameters():
+    def keep_reference(self, name: str | None = None) -> None:
+        """Keep a frozen copy of agent ``name``'s current weights (default: the first agent) as its
+        reference (full mode; no-op for LoRA, whose reference is the base with adapters disabled)."""
+        name = name or self.names[0]
+        self._check(name)
+        if self.mode == "full" and name not in self._references:
+            ref = copy.deepcopy(self._models[name]).eval()
+            for p in ref.parameters():
                 p.requires_grad_(False)
+            self._references[name] = ref
 
     # ----------------------------------------------------------------- saving
     def save_agent(self, name: str, out_dir: str | Path) -> Path:

@@ -34,7 +34,7 @@ def ensure_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig |
                       console=print) -> Path:
     """Return the warm-start model dir, training it first if it does not exist yet."""
     out = warm_start_dir(output_dir, seed)
-    if (out / "config.json").exists() and (out / "warm_start.json").exists():
+    if _complete(out):
         return out
     cfg = cfg or SFTConfig(seed=seed)
     console(f"[satseq] building the embedded warm start (tiny model, {cfg.steps} SFT steps) -> {out}")
@@ -42,17 +42,56 @@ def ensure_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig |
     task = ArithmeticTask(seed=seed)
     examples = task.sft_examples(n_examples, exclude=eval_exclusion(seed, eval_size))
     losses = run_sft(model, tok, examples, cfg, show_progress=show_progress)
+    _save_atomically(model, tok, out, {"task": "arithmetic-3digit-add", "seed": seed, "sft": cfg.__dict__,
+                                       "n_examples": n_examples, "final_loss": losses[-1]})
+    return out
+
+
+def multiturn_warm_start_dir(output_dir: str | Path, seed: int = 0) -> Path:
+    return Path(output_dir) / "embedded" / f"multiturn_seed{seed}"
+
+
+MULTITURN_SFT = dict(steps=300, lr=1e-3, warmup_steps=10)
+
+
+def ensure_multiturn_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig | None = None,
+                                n_examples: int = 20000, eval_size: int = HELD_OUT_POOL, show_progress: bool = True,
+                                console=print) -> Path:
+    """The warm start for multi-turn methods (PAG, MLMT): the base warm start, SFT continued on the
+    transcripts of :mod:`satseq.data.multiturn` (solve, verify, revise, coach, refine). Kept apart
+    from the base warm start so single-turn and SAT-Seq results do not change."""
+    from satseq.data.multiturn import MIX, multiturn_examples
+    from satseq.models.loading import load_causal_lm
+
+    out = multiturn_warm_start_dir(output_dir, seed)
+    if _complete(out):
+        return out
+    base = ensure_warm_start(output_dir, seed=seed, eval_size=eval_size, show_progress=show_progress, console=console)
+    cfg = cfg or SFTConfig(seed=seed, **MULTITURN_SFT)
+    console(f"[satseq] building the multi-turn warm start ({cfg.steps} SFT steps on solve/verify/revise/"
+            f"coach/refine transcripts) -> {out}")
+    model, tok = load_causal_lm(str(base))
+    examples = multiturn_examples(n_examples, seed=seed, exclude=eval_exclusion(seed, eval_size))
+    losses = run_sft(model, tok, examples, cfg, show_progress=show_progress)
+    _save_atomically(model, tok, out, {"task": "arithmetic-3digit-add multi-turn", "seed": seed, "base": str(base),
+                                       "mix": MIX, "sft": cfg.__dict__, "n_examples": n_examples,
+                                       "final_loss": losses[-1]})
+    return out
+
+
+def _complete(out: Path) -> bool:
+    return (out / "config.json").exists() and (out / "warm_start.json").exists()
+
+
+def _save_atomically(model, tok, out: Path, info: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         save_model_dir(model, tok, tmp)
-        (tmp / "warm_start.json").write_text(json.dumps(
-            {"task": "arithmetic-3digit-add", "seed": seed, "sft": cfg.__dict__, "n_examples": n_examples,
-             "final_loss": losses[-1]}, indent=2))
+        (tmp / "warm_start.json").write_text(json.dumps(info, indent=2))
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out

@@ -17,13 +17,14 @@ from satseq.config import TrainConfig
 from satseq.data.arithmetic import ArithmeticTask
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
-from satseq.models.embedded import EMBEDDED, ensure_warm_start, eval_exclusion
+from satseq.models.embedded import EMBEDDED, ensure_multiturn_warm_start, ensure_warm_start, eval_exclusion
 from satseq.rollout.engine import make_engine
 from satseq.rollout.types import SamplingParams
 from satseq.workflows.episode import Problem
 from satseq.workflows.prompts import make_format
 
-EMBEDDED_TASK_SEED = 0  # the held-out set of the embedded task is the same for every run
+EMBEDDED_TASK_SEED = 0
+MULTITURN_METHODS = ("pag", "mlmt")  # the held-out set of the embedded task is the same for every run
 
 
 @dataclass
@@ -69,8 +70,9 @@ def _is_embedded_model(src: str) -> bool:
 def _load(path: str, cfg: TrainConfig, device: str, console):
     from satseq.models.loading import load_causal_lm
 
-    if path == EMBEDDED:
-        path = str(ensure_warm_start(cfg.output_dir, show_progress=cfg.trainer.progress, console=console))
+    if path == EMBEDDED:  # multi-turn methods start from the warm start that knows their roles
+        ensure = ensure_multiturn_warm_start if cfg.method in MULTITURN_METHODS else ensure_warm_start
+        path = str(ensure(cfg.output_dir, show_progress=cfg.trainer.progress, console=console))
     model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
     if cfg.model.tokenizer:
         from satseq.models.loading import load_tokenizer
@@ -79,12 +81,14 @@ def _load(path: str, cfg: TrainConfig, device: str, console):
     return model, tok
 
 
-def check_agent_paths(cfg: TrainConfig, names: list[str], paths: list[str | None]) -> None:
+def check_agent_paths(cfg: TrainConfig, names: list[str], paths: list[str | None],
+                      path_keys: list[str] | None = None) -> None:
     """Fail early, naming the config key, on an agent path that looks local but does not exist."""
     from satseq.models.loading import resolve_model_source
 
+    path_keys = path_keys or [f"sat_seq.agents[{i}].path" for i in range(len(names))]
     for i, (name, p) in enumerate(zip(names, paths)):
-        key, src = (f"sat_seq.agents[{i}].path", p) if p else ("model.path", cfg.model.path)
+        key, src = (path_keys[i], p) if p else ("model.path", cfg.model.path)
         if src == EMBEDDED:
             continue
         src = str(resolve_model_source(src))
@@ -94,11 +98,12 @@ def check_agent_paths(cfg: TrainConfig, names: list[str], paths: list[str | None
 
 
 def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], device: str,
-               console=print) -> AgentPool:
+               console=print, *, path_keys: list[str] | None = None, force_lora: bool = False) -> AgentPool:
     """Load each agent's policy: full copies (embedded default) or LoRA adapters on one base."""
-    check_agent_paths(cfg, names, paths)
+    path_keys = path_keys or [f"sat_seq.agents[{i}].path" for i in range(len(names))]
+    check_agent_paths(cfg, names, paths, path_keys)
     sources = _agent_sources(cfg, paths)
-    use_lora = cfg.model.lora.enabled
+    use_lora = True if force_lora else cfg.model.lora.enabled
     if use_lora == "auto":  # full fine-tuning for the embedded tiny model, LoRA for real HF models
         use_lora = not all(_is_embedded_model(s) for s in sources)
     if not use_lora:
@@ -122,7 +127,7 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
         if src == base_path:
             continue
         if not (Path(src) / "adapter_config.json").exists():
-            where = f"sat_seq.agents[{names.index(name)}].path"
+            where = path_keys[names.index(name)]
             if not Path(src).exists():
                 raise ConfigError(f"config key '{where}': agent path '{src}' does not exist")
             raise ConfigError(f"config key '{where}': in LoRA mode every agent shares model.path; "
@@ -137,6 +142,14 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
 def prompt_format_of(pool: AgentPool, cfg: TrainConfig):
     module = pool.module(pool.names[0])
     kind = getattr(getattr(module, "config", None), "satseq_prompt_format", "chat")
+    if cfg.method == "pag":
+        from satseq.workflows.pag_prompts import make_pag_format
+
+        return make_pag_format(kind, pool.tokenizer, chat_template=cfg.model.chat_template)
+    if cfg.method == "mlmt":
+        from satseq.workflows.mlmt_prompts import make_mlmt_format
+
+        return make_mlmt_format(kind, pool.tokenizer, chat_template=cfg.model.chat_template)
     return make_format(kind, pool.tokenizer, chat_template=cfg.model.chat_template,
                        show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget)
 
@@ -158,10 +171,11 @@ def load_datasets(cfg: TrainConfig) -> tuple[list[Problem], list[Problem]]:
     return train_set, eval_set
 
 
-def build_runtime(cfg: TrainConfig, names: list[str], paths: list[str | None], console=print) -> Runtime:
+def build_runtime(cfg: TrainConfig, names: list[str], paths: list[str | None], console=print, *,
+                  path_keys: list[str] | None = None, force_lora: bool = False) -> Runtime:
     device = setup_torch(cfg)
     train_set, eval_set = load_datasets(cfg)
-    pool = build_pool(cfg, names, paths, device, console)
+    pool = build_pool(cfg, names, paths, device, console, path_keys=path_keys, force_lora=force_lora)
     fmt = prompt_format_of(pool, cfg)
     stop = tuple(cfg.rollout.stop)
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,

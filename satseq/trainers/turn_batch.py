@@ -31,13 +31,15 @@ class TurnBatch:
                          self.advantages[idx], [self.behaviour_logprobs[i] for i in ii])
 
 
-def turns_of_role(episodes: list[Episode], role: str, advantages: torch.Tensor | None = None,
+def turns_of_role(episodes: list[Episode], role: str | list[str], advantages: torch.Tensor | None = None,
                   turn_index: int | None = None) -> TurnBatch:
-    """All turns taken by ``role``; ``advantages[e, k]`` is looked up by episode and turn index."""
+    """All turns taken by ``role`` (or any of a list of roles); ``advantages[e, k]`` is looked up
+    by episode and turn index."""
+    roles = {role} if isinstance(role, str) else set(role)
     prompts, responses, eps, adv, beh = [], [], [], [], []
     for e, ep in enumerate(episodes):
         for t in ep.turns:
-            if t.role != role or (turn_index is not None and t.index != turn_index):
+            if t.role not in roles or (turn_index is not None and t.index != turn_index):
                 continue
             prompts.append(t.prompt_ids)
             responses.append(t.response_ids)

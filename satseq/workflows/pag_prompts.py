@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from satseq.data import arithmetic
+from satseq.data import multiturn
 from satseq.rewards.extract import extract_answer
 from satseq.workflows.prompts import BOXED_INSTRUCTION, ChatFormat, EmbeddedFormat
 
@@ -61,24 +61,20 @@ def parse_verdict(text: str | None, *, short_markers: bool = False) -> str | Non
 
 
 class EmbeddedPAGFormat(EmbeddedFormat):
-    """Fixed-length prompts for the built-in arithmetic task (see the module docstring)."""
+    """Fixed-length prompts for the built-in arithmetic task (:mod:`satseq.data.multiturn`)."""
 
     name = "embedded"
-    VERIFY_SLOT = "chk?"
-    REVISE_SLOT = {"wrong": "no__", "correct": "ok__", None: "????"}
+    VERIFY_SLOT = multiturn.VERIFY_SLOT
+    REVISE_SLOT = multiturn.REVISE_SLOTS
 
     def verify(self, problem: str, attempt: str) -> str:
-        return self._slots(problem, attempt, self.VERIFY_SLOT)
+        return multiturn.verify_prompt(problem, extract_answer(attempt))
 
     def revise(self, problem: str, attempt: str, verification: str) -> str:
-        return self._slots(problem, attempt, self.REVISE_SLOT[self.parse_verdict(verification)])
+        return multiturn.revise_prompt(problem, extract_answer(attempt), self.parse_verdict(verification))
 
     def parse_verdict(self, text: str | None) -> str | None:
         return parse_verdict(text, short_markers=True)
-
-    @staticmethod
-    def _slots(problem: str, attempt: str, second: str) -> str:
-        return f"{arithmetic.render_previous(extract_answer(attempt))}|{second}|{problem}="
 
 
 class ChatPAGFormat(ChatFormat):

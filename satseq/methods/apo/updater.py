@@ -15,38 +15,44 @@ from satseq.workflows.episode import Episode
 
 
 class APOUpdater:
-    def __init__(self, cfg, pool, generator: torch.Generator, cache, device: str = "cpu"):
+    def __init__(self, cfg, pool, generator: torch.Generator, cache=None, device: str = "cpu"):
         self.cfg, self.pool, self.gen, self.cache, self.device = cfg, pool, generator, cache, device
         self.name = pool.names[0]
         self.loss_fn = get_loss("apo")
         self.opt = torch.optim.AdamW(pool.parameters(self.name), lr=cfg.apo.lr, weight_decay=cfg.trainer.weight_decay)
-        pool.keep_reference()
+        pool.keep_reference(self.name)
         self.temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
         self.pad_id = pool.tokenizer.pad_token_id
 
     def update(self, stage: int, episodes: list[Episode]) -> dict:
-        a = self.cfg.apo
         rewards = torch.tensor([ep.turns[-1].reward for ep in episodes], dtype=torch.float32)
         vstar = torch.tensor(self.cache.vstar_for([ep.problem.problem_id for ep in episodes]), dtype=torch.float32)
-        batch = turns_of_role(episodes, self.name)
+        m = self.regress(turns_of_role(episodes, self.name), rewards, vstar)
+        return {f"{self.name}/loss": m["loss"], f"{self.name}/entropy": m["entropy"],
+                "apo/advantage_mean": float((rewards - vstar).mean()), "apo/vstar_mean": float(vstar.mean())}
+
+    def regress(self, batch, rewards: torch.Tensor, baselines: torch.Tensor) -> dict:
+        """One pass of the regression ``(β2 · Σ log π/π_ref − (r − b))²`` over ``batch`` (one reward and
+        one baseline per turn: V*(x) for A*-PO; A*-PO + PAG also passes per-turn targets)."""
+        a = self.cfg.apo
         model = self.pool.module(self.name)
-        with self.pool.reference() as ref:
+        with self.pool.reference(self.name) as ref:
             ref_lp, _ = batch_logprobs(ref, batch, self.pad_id, temperature=self.temperature, device=self.device)
+        model = self.pool.module(self.name)
         losses, ents = [], []
         model.train()
-        for idx in minibatch_indices(len(batch), a.mini_batch_size, self.gen):
+        for idx in (i for _ in range(a.epochs) for i in minibatch_indices(len(batch), a.mini_batch_size, self.gen)):
             mb = batch.select(idx)
             lp, m, logdist = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature, device=self.device,
                                             grad=True, need_logits=True, chunk=len(mb))
             w = lp.shape[1]
             entropy = -(logdist.exp() * logdist).sum(-1)
-            loss, lm = self.loss_fn(lp, ref_lp[idx][:, :w], m, rewards[idx], vstar[idx], beta2=a.beta2,
+            loss, lm = self.loss_fn(lp, ref_lp[idx][:, :w], m, rewards[idx], baselines[idx], beta2=a.beta2,
                                     entropy=entropy, entropy_coef=a.entropy_coef)
             losses.append(optimizer_step(self.opt, loss, self.pool.parameters(self.name), self.cfg.trainer.grad_clip))
             ents.append(float(lm.get("entropy", 0.0)))
         model.eval()
-        return {f"{self.name}/loss": sum(losses) / len(losses), f"{self.name}/entropy": sum(ents) / len(ents),
-                "apo/advantage_mean": float((rewards - vstar).mean()), "apo/vstar_mean": float(vstar.mean())}
+        return {"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents)}
 
     def state_dict(self) -> dict:
         return {"optimizer": self.opt.state_dict()}

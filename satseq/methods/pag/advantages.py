@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from satseq.algos.advantages import group_normalize
+from satseq.algos.advantages import keyed_group_normalize
 from satseq.workflows.episode import Episode
 
 ROLE_IDS = {"policy": 0, "verifier": 1}
@@ -61,11 +61,8 @@ def pag_advantages(
         if v.shape != (n,):
             raise ValueError(f"{k} ids must be [N] with N={n}, got {tuple(v.shape)}")
     keys = {"group_role_turn": ("group", "role", "turn"), "group_role": ("group", "role"), "role": ("role",)}
-    if n == 0:
-        return r.clone()
     key = torch.stack([cols[k].to(device=r.device, dtype=torch.long) for k in keys[group_by]], dim=1)
-    _, baseline_ids = torch.unique(key, dim=0, return_inverse=True)
-    return group_normalize(r, baseline_ids, norm_by_std=norm_by_std, eps=eps)
+    return keyed_group_normalize(r, key, norm_by_std=norm_by_std, eps=eps)
 
 
 def episode_turn_tensors(episodes: list[Episode]) -> dict[str, Tensor]:

@@ -1,0 +1,102 @@
+"""A*-PO vs GRPO on the embedded task: wall-clock to a held-out accuracy, same seed, same prompts.
+
+    .venv/bin/python bench/apo_vs_grpo.py [--out /tmp/apo_vs_grpo] [--apo key=value ...] [--grpo key=value ...]
+
+Both start from the embedded warm start (built first if missing, not timed) and see the same
+prompt budget (``trainer.num_stages`` × ``trainer.train_batch_size`` draws from the same
+``data.train_size`` training problems). Timed in this one process: GRPO training; A*-PO stage 1
+(V*: ``apo.n_samples`` reference samples per training prompt) and stage 2 (one sample per prompt),
+reported separately and summed. Held-out: ``--eval_problems`` never-trained problems × ``--eval_n``
+samples at T = 1 (not timed). Prints a markdown table; writes ``<out>/apo_vs_grpo.json``.
+Run it alone: the 2 cores are easily oversubscribed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+COMMON = ["data.train_size=100", "trainer.save_every=0",
+          "trainer.export_pt=false", "trainer.progress=false", "trainer.tensorboard=false", "resume=false"]
+GRPO = ["method=grpo", "trainer.num_stages=50", "trainer.train_batch_size=8", "grpo.group_size=4", "grpo.lr=3e-5", "grpo.mini_batch_size=16"]
+APO = ["method=apo", "trainer.num_stages=25", "trainer.train_batch_size=16", "apo.n_samples=4", "apo.beta1=0",
+       "apo.beta2=1e-3", "apo.lr=3e-5", "apo.mini_batch_size=4"]
+
+
+def _held_out(run_dir: Path, out: Path, n: int, problems: int, stages: int) -> float:
+    import shutil
+
+    from satseq.eval.runner import run_evaluation
+
+    shutil.rmtree(out, ignore_errors=True)  # a fresh evaluation, never the resumed predictions of an earlier run
+    m = run_evaluation("embedded", run_dir / f"policy_stage_{stages}", out, n=n, temperature=1.0, top_p=1.0,
+                       limit=problems, show_progress=False, show_table=False, console=lambda *a: None)
+    return m["accuracy"]["mean"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="/tmp/apo_vs_grpo")
+    ap.add_argument("--apo", nargs="*", default=[], help="extra overrides for A*-PO")
+    ap.add_argument("--grpo", nargs="*", default=[], help="extra overrides for GRPO")
+    ap.add_argument("--eval_n", type=int, default=4)
+    ap.add_argument("--eval_problems", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reuse_grpo", action="store_true", help="reuse the GRPO run and figures already in --out")
+    a = ap.parse_args()
+
+    import torch
+
+    from satseq.config import load_config
+    from satseq.methods.apo.stage1 import cache_path, compute_vstar
+    from satseq.models.embedded import ensure_warm_start
+    from satseq.train import GRPO_AGENT, train
+    from satseq.trainers.runtime import build_runtime
+
+    torch.set_num_threads(a.threads)
+    out = Path(a.out)
+    ensure_warm_start(out, show_progress=False)
+    base = COMMON + [f"output_dir={out}", f"threads={a.threads}"]
+    quiet = lambda *x: None  # noqa: E731
+    res: dict = {}
+
+    gcfg = load_config(None, base + GRPO + a.grpo + ["run_name=grpo"])
+    previous = out / "apo_vs_grpo.json"
+    if a.reuse_grpo and previous.exists():
+        res["grpo"] = json.loads(previous.read_text())["grpo"]
+    else:
+        t = time.perf_counter()
+        train(gcfg, console=quiet)
+        res["grpo"] = {"train_s": time.perf_counter() - t}
+
+    acfg = load_config(None, base + APO + a.apo + ["run_name=apo"])
+    import shutil
+
+    shutil.rmtree(acfg.run_dir, ignore_errors=True)  # no stale checkpoints or V* cache of an earlier trial
+    t = time.perf_counter()
+    rt = build_runtime(acfg, [GRPO_AGENT], [None], quiet)
+    cache, _ = compute_vstar(acfg, rt, GRPO_AGENT, console=quiet)
+    cache.save(cache_path(acfg))
+    stage1 = time.perf_counter() - t
+    del rt
+    t = time.perf_counter()
+    train(acfg, console=quiet)
+    res["apo"] = {"stage1_s": stage1, "stage2_s": time.perf_counter() - t}
+    res["apo"]["train_s"] = stage1 + res["apo"]["stage2_s"]
+
+    stages = {"grpo": gcfg.trainer.num_stages, "apo": acfg.trainer.num_stages}
+    for name in ("apo",) if "held_out" in res["grpo"] else ("grpo", "apo"):
+        res[name]["held_out"] = _held_out(out / name, out / f"eval_{name}", a.eval_n, a.eval_problems, stages[name])
+    res["time_ratio"] = res["apo"]["train_s"] / res["grpo"]["train_s"]
+    res["overrides"] = {"common": COMMON, "grpo": GRPO + a.grpo, "apo": APO + a.apo}
+    (out / "apo_vs_grpo.json").write_text(json.dumps(res, indent=2))
+    print("| | wall-clock (s) | held-out pass@1 |\n|---|---|---|")
+    print(f"| GRPO | {res['grpo']['train_s']:.1f} | {res['grpo']['held_out']:.3f} |")
+    print(f"| A*-PO (stage 1 {res['apo']['stage1_s']:.1f} + stage 2 {res['apo']['stage2_s']:.1f}) | "
+          f"{res['apo']['train_s']:.1f} | {res['apo']['held_out']:.3f} |")
+    print(f"time ratio A*-PO / GRPO: {res['time_ratio']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

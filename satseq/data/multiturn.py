@@ -1,0 +1,136 @@
+"""Multi-turn roles on the embedded arithmetic task: prompts and warm-start transcripts.
+
+The base warm start (:mod:`satseq.data.arithmetic`) only solves. PAG's verifier and reviser and
+MLMT's coach and refining solver need transcripts of their own, or the tiny model could not play
+those roles at all. Every prompt keeps the fixed 18-character layout ``SLOT|SLOT|a+b=`` (the
+operands at the same positions in every turn); the slots tell the turn:
+
+=====================  ==========================  =============================================
+turn                   prompt                      warm-start completions (SFT mix)
+=====================  ==========================  =============================================
+solve                  ``____|____|347+589=``      careful 1/2, hasty 1/2 (as the base)
+PAG verify y           ``0935|chk?|347+589=``      careful check ``<columns>;936!=935;no`` /
+                                                   ``...;936==936;ok`` (``P_CAREFUL_VERIFY``),
+                                                   else a hasty verdict ``ok`` (4/5) / ``no``
+PAG revise y           ``0935|no__|347+589=``      careful 1/3, hasty 1/3, copy the attempt 1/3
+MLMT coach (sees z)    ``0935|tip?|347+589=``      careful 1/2, hasty 1/2 (a worked demonstration)
+MLMT refine (z, g)     ``0935:0936|347+589=``      z == g: copy it; else careful 1/2, hasty 1/2
+MLMT refine without g  ``0935:____|347+589=``      careful 1/2, hasty 1/2 (for the dep term)
+=====================  ==========================  =============================================
+
+"careful" is the column-by-column chain, "hasty" the boxed answer alone (see the base module).
+The hasty verifier is over-trusting (it mostly says ``ok``), the starting point the PAG paper
+reports for real models; RL has to find that checking pays. Attempts and hints shown in SFT
+prompts are right half of the time and a near miss (or, rarely, a random number / ``????``)
+otherwise. The refine rule "copy when the attempt and the coach agree, else solve again" is what
+makes three turns better than one on this task: two independent samples that agree are rarely
+both wrong. The coach's warm start is an independent sample on purpose: a coach that merely
+endorsed the attempt (tried first) made agreement uninformative, the refining solver learned to
+ignore the coach, and the coach then drifted (measured; docs/mlmt.md).
+"""
+from __future__ import annotations
+
+import random
+
+from satseq.data.arithmetic import (PREV_WIDTH, boxed, careful_solution, column_chain, near_miss, render_previous,
+                                    render_prompt)
+
+VERIFY_SLOT = "chk?"
+REVISE_SLOTS = {"wrong": "no__", "correct": "ok__", None: "????"}
+COACH_SLOT = "tip?"
+BLANK = "_" * PREV_WIDTH
+P_CAREFUL_VERIFY = 0.25
+P_HASTY_OK = 0.8
+
+# relative weights of the turn kinds in the multi-turn warm-start corpus
+MIX = {"solve": 3, "verify": 2, "revise": 1, "coach": 1, "refine": 2, "refine_blank": 1}
+
+
+def verify_prompt(problem: str, attempt_answer: str | None) -> str:
+    return f"{render_previous(attempt_answer)}|{VERIFY_SLOT}|{problem}="
+
+
+def revise_prompt(problem: str, attempt_answer: str | None, verdict: str | None) -> str:
+    return f"{render_previous(attempt_answer)}|{REVISE_SLOTS[verdict]}|{problem}="
+
+
+def coach_prompt(problem: str, attempt_answer: str | None) -> str:
+    return f"{render_previous(attempt_answer)}|{COACH_SLOT}|{problem}="
+
+
+def refine_prompt(problem: str, attempt_answer: str | None, hint_answer: str | None, *,
+                  with_hint: bool = True) -> str:
+    """``0935:0936|347+589=``; ``with_hint=False`` blanks the coach's slot (``0935:____|...``)."""
+    hint = render_previous(hint_answer) if with_hint else BLANK
+    return f"{render_previous(attempt_answer)}:{hint}|{problem}="
+
+
+def careful_verification(a: int, b: int, attempt_answer: str | None) -> str:
+    """``7+9+0=16,4+8+1=13,3+5+1=09;936!=935;no``: compute, compare, conclude."""
+    cols, total = column_chain(a, b)
+    shown = attempt_answer if attempt_answer is not None and attempt_answer.isdigit() else "?"
+    same = shown.lstrip("0") == total
+    return f"{cols};{total}{'==' if same else '!='}{shown.lstrip('0') or '0'};{'ok' if same else 'no'}"
+
+
+def _shown_answer(total: int, rng: random.Random, p_right: float = 0.5) -> str | None:
+    u = rng.random()
+    if u < p_right:
+        return str(total)
+    if u < 0.9:
+        return str(near_miss(total, rng))
+    if u < 0.97:
+        return str(rng.randint(100, 1998))
+    return None  # shown as ????
+
+
+def _solve(a: int, b: int, rng: random.Random) -> str:
+    return careful_solution(a, b) if rng.random() < 0.5 else boxed(str(a + b))
+
+
+def transcript(kind: str, a: int, b: int, rng: random.Random) -> tuple[str, str]:
+    """One (prompt, completion) pair of turn ``kind`` (a key of :data:`MIX`) for ``a+b``."""
+    problem, total = f"{a}+{b}", a + b
+    if kind == "solve":
+        return render_prompt(problem), _solve(a, b, rng)
+    if kind == "verify":
+        att = _shown_answer(total, rng)
+        if rng.random() < P_CAREFUL_VERIFY:
+            return verify_prompt(problem, att), careful_verification(a, b, att)
+        return verify_prompt(problem, att), "ok" if rng.random() < P_HASTY_OK else "no"
+    if kind == "revise":
+        att = _shown_answer(total, rng, p_right=0.2)
+        verdict = "wrong" if rng.random() < 0.9 else None
+        u = rng.random()
+        if u < 1 / 3 and att is not None:
+            return revise_prompt(problem, att, verdict), boxed(att)
+        return revise_prompt(problem, att, verdict), careful_solution(a, b) if u < 2 / 3 else boxed(str(total))
+    if kind == "coach":
+        return coach_prompt(problem, _shown_answer(total, rng)), _solve(a, b, rng)
+    if kind == "refine":
+        att, hint = _shown_answer(total, rng), _shown_answer(total, rng)
+        if rng.random() < 0.3:  # agreement is rare among random draws; show it often enough to learn the rule
+            hint = att
+        prompt = refine_prompt(problem, att, hint)
+        if att is not None and att == hint:
+            return prompt, boxed(att)
+        return prompt, _solve(a, b, rng)
+    if kind == "refine_blank":
+        return refine_prompt(problem, _shown_answer(total, rng), None, with_hint=False), _solve(a, b, rng)
+    raise ValueError(f"unknown transcript kind {kind!r} (known: {', '.join(MIX)})")
+
+
+def multiturn_examples(n: int, *, seed: int = 0, low: int = 100, high: int = 999,
+                       exclude: set[str] | None = None, mix: dict[str, int] | None = None) -> list[tuple[str, str]]:
+    """``n`` (prompt, completion) pairs drawn from ``mix`` (default :data:`MIX`); problems in
+    ``exclude`` (the held-out pool) never appear."""
+    mix = mix or MIX
+    rng = random.Random(f"{seed}-multiturn-sft")
+    kinds = [k for k, w in mix.items() for _ in range(w)]
+    out = []
+    while len(out) < n:
+        a, b = rng.randint(low, high), rng.randint(low, high)
+        if exclude and f"{a}+{b}" in exclude:
+            continue
+        out.append(transcript(rng.choice(kinds), a, b, rng))
+    return out

@@ -1,0 +1,1 @@
+"""MLMT-RL (spec ``mlmt.md``): a trained coach and a solver in a three-turn loop."""

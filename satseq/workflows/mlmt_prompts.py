@@ -1,0 +1,63 @@
+"""Prompt texts for the MLMT ``coach`` workflow (spec ``mlmt.md``): solve → feedback → refine.
+
+* ``EmbeddedMLMTFormat`` (tiny character model; layouts in :mod:`satseq.data.multiturn`): the coach
+  sees the attempt's answer, ``0935|tip?|347+589=``; the refining solver sees the attempt's and the
+  coach's answers, ``0935:0936|347+589=``, and without the feedback ``0935:____|347+589=`` (the
+  prompt of the dependence term's second forward).
+* ``ChatMLMTFormat`` (instruction models): the tokenizer's chat template; the coach gets the
+  problem and the attempt and is told not to state the final answer outright; the refining solver
+  gets the problem, its attempt and the feedback. Long texts are shown by their tails.
+
+The coach never sees the reference answer.
+"""
+from __future__ import annotations
+
+from satseq.data import multiturn
+from satseq.rewards.extract import extract_answer
+from satseq.workflows.prompts import BOXED_INSTRUCTION, ChatFormat, EmbeddedFormat
+
+
+class EmbeddedMLMTFormat(EmbeddedFormat):
+    name = "embedded"
+
+    def coach(self, problem: str, attempt: str) -> str:
+        return multiturn.coach_prompt(problem, extract_answer(attempt))
+
+    def refine(self, problem: str, attempt: str, feedback: str | None) -> str:
+        """The turn-3 prompt; ``feedback=None`` gives the same prompt without the coach's context."""
+        return multiturn.refine_prompt(problem, extract_answer(attempt),
+                                       None if feedback is None else extract_answer(feedback),
+                                       with_hint=feedback is not None)
+
+
+class ChatMLMTFormat(ChatFormat):
+    def __init__(self, tokenizer, *, use_chat_template: bool = True, attempt_budget: int = 4000,
+                 feedback_budget: int = 2000):
+        super().__init__(tokenizer, use_chat_template=use_chat_template)
+        self.attempt_budget = attempt_budget
+        self.feedback_budget = feedback_budget
+
+    @staticmethod
+    def _tail(text: str, budget: int) -> str:
+        text = (text or "").strip()
+        return text if len(text) <= budget else "..." + text[-budget:]
+
+    def coach(self, problem: str, attempt: str) -> str:
+        return self._wrap(
+            f"{problem}\n\nA student wrote this solution:\n\n{self._tail(attempt, self.attempt_budget)}\n\n"
+            "You are the student's coach. Point out any mistake and show how to solve the problem, with a "
+            "short worked demonstration of the method. Your feedback will be shown to the student.")
+
+    def refine(self, problem: str, attempt: str, feedback: str | None) -> str:
+        parts = [f"{problem}\n\nYour previous solution:\n\n{self._tail(attempt, self.attempt_budget)}"]
+        if feedback is not None:
+            parts.append(f"Feedback from your coach:\n\n{self._tail(feedback, self.feedback_budget)}")
+        parts.append(f"Solve the problem again. {BOXED_INSTRUCTION}")
+        return self._wrap("\n\n".join(parts))
+
+
+def make_mlmt_format(kind: str, tokenizer, *, chat_template: str = "auto"):
+    """``"embedded"`` -> :class:`EmbeddedMLMTFormat`; anything else -> :class:`ChatMLMTFormat`."""
+    if kind == "embedded":
+        return EmbeddedMLMTFormat(tokenizer)
+    return ChatMLMTFormat(tokenizer, use_chat_template=chat_template != "never")

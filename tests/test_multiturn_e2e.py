@@ -1,0 +1,153 @@
+"""PAG and MLMT end to end on a tiny model through the real CLI and the recipes: outputs, metrics,
+three-turn evaluation, launchers, the Slurm script's argument handling and Ray address plumbing."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "rollout.max_new_tokens=6", "data.train_size=8",
+        "data.eval_size=4", "threads=1", "trainer.tensorboard=false", "trainer.progress=false"]
+
+
+def _run(cmd, env=None, timeout=300):
+    return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=timeout,
+                          cwd=REPO)
+
+
+def _train(args, env=None):
+    return _run([sys.executable, "-m", "satseq.cli", "train", *args], env)
+
+
+def _rows(run_dir: Path):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("update", ["grpo", "apo"])
+def test_pag_run_logs_dashboard_metrics_and_plots(tiny_dir, tmp_path, update):
+    r = _train([f"model.path={tiny_dir}", "method=pag", f"pag.update={update}", "apo.n_samples=2",
+                "trainer.num_stages=2", "trainer.eval_every=2", *FAST, f"output_dir={tmp_path}", "run_name=pag"])
+    assert r.returncode == 0, r.stderr
+    rows = _rows(tmp_path / "pag")
+    assert len(rows) == 2
+    for key in ("pag/acc_t1", "pag/acc_final", "pag/revision_rate", "pag/verifier_acc", "policy/loss",
+                "eval/pag/acc_final"):
+        assert key in rows[0] or key in rows[1], key
+    if update == "apo":
+        assert "apo/vstar_mean" in rows[0] and (tmp_path / "pag" / "vstar.json").exists()
+    p = _run([sys.executable, "-m", "satseq.cli", "plot", str(tmp_path / "pag")])
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "pag" / "dashboard.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("share", ["none", "weights", "lora"])
+def test_mlmt_run_each_sharing_mode(tiny_dir, tmp_path, share):
+    r = _train([f"model.path={tiny_dir}", "method=mlmt", f"mlmt.share={share}", "model.lora.r=4",
+                "grpo.kl_coef=0.01", "trainer.num_stages=2", "trainer.eval_every=2", *FAST,
+                f"output_dir={tmp_path}", "run_name=m"])
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "m"
+    info = json.loads((run / "run_info.json").read_text())
+    agents = ["actor"] if share == "weights" else ["solver", "coach"]
+    assert info["agents"] == agents and set(info["roles"]) == {"solver", "coach"}
+    assert info["mode"] == ("lora" if share == "lora" else "full")
+    rows = _rows(run)
+    for key in ("mlmt/acc_t1", "mlmt/acc_t3", "coach/reward", "coach/dep", "eval/mlmt/acc_t3"):
+        assert key in rows[-1], key
+    assert f"{agents[0]}/kl_ref" in rows[0]
+    for a in agents:
+        assert (run / f"{a}_stage_2").is_dir()
+
+
+def test_mlmt_frozen_role_with_shared_weights_is_an_error(tiny_dir, tmp_path):
+    r = _train([f"model.path={tiny_dir}", "method=mlmt", "mlmt.share=weights", "mlmt.coach.trainable=false",
+                *FAST, f"output_dir={tmp_path}"])
+    assert r.returncode == 2 and "mlmt.share" in r.stderr and "Traceback" not in r.stderr
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def mlmt_run(tiny_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("mlmt")
+    env = {"MODEL_PATH": str(tiny_dir), "NUM_STAGES": "1", "TRAIN_BATCH_SIZE": "2", "OUTPUT_DIR": str(out)}
+    r = _run(["bash", "recipes/mlmt/math/HLT_LLT_RR_1_1.sh", *FAST[1:]], env)
+    assert r.returncode == 0, r.stderr
+    return out / "HLT_LLT_RR_1_1"
+
+
+@pytest.mark.parametrize("launcher,schedule", [("HLT_LLT_RR_1_15.sh", (1, 15)), ("HLT_LLT_RR_1_20.sh", (1, 20))])
+def test_schedule_launchers(tiny_dir, tmp_path, launcher, schedule):
+    env = {"MODEL_PATH": str(tiny_dir), "NUM_STAGES": "1", "TRAIN_BATCH_SIZE": "2", "OUTPUT_DIR": str(tmp_path)}
+    r = _run(["bash", f"recipes/mlmt/math/{launcher}", *FAST[1:]], env)
+    assert r.returncode == 0, r.stderr
+    cfg = (tmp_path / launcher[:-3] / "train_config.yaml").read_text()
+    assert f"coach: {schedule[0]}\n    solver: {schedule[1]}" in cfg and "wandb_project: mlmt_rl" in cfg
+
+
+@pytest.mark.parametrize("share", ["lora", "weights"])
+def test_shared_launcher(tiny_dir, tmp_path, share):
+    env = {"MODEL_PATH": str(tiny_dir), "NUM_STAGES": "1", "TRAIN_BATCH_SIZE": "2", "OUTPUT_DIR": str(tmp_path),
+           "SHARE": share}
+    r = _run(["bash", "recipes/mlmt/math/run_1gpu_shared.sh", *FAST[1:]], env)
+    assert r.returncode == 0, r.stderr
+    info = json.loads((tmp_path / f"mlmt_1gpu_shared_{share}" / "run_info.json").read_text())
+    assert info["mode"] == ("lora" if share == "lora" else "full")
+
+
+def test_eval_math500_three_turns(mlmt_run, tmp_path):
+    bad = _run(["bash", "recipes/mlmt/math/eval_math500.sh"])
+    assert bad.returncode == 2 and "usage" in bad.stderr
+    r = _run(["bash", "recipes/mlmt/math/eval_math500.sh", str(mlmt_run), "--limit", "3", "--n", "2",
+              "--max_new_tokens", "6", "--no_progress"], {"DATASET": "embedded", "OUTPUT_DIR": str(tmp_path / "ev")})
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert m["workflow"] == "coach" and m["n_problems"] == 3
+    assert {"turn1", "turn3", "improvement_rate", "degradation_rate", "coach_accuracy"} <= set(m)
+    line = json.loads((tmp_path / "ev" / "predictions.jsonl").read_text().splitlines()[0])
+    assert len(line["turn1_correct"]) == 2 and len(line["responses"][0]) == 3
+
+
+def test_ray_address_reaches_the_trainer(tiny_dir, tmp_path):
+    env = {"MODEL_PATH": str(tiny_dir), "NUM_STAGES": "1", "OUTPUT_DIR": str(tmp_path),
+           "RAY_ADDRESS": "10.1.2.3:6379"}
+    r = _run(["bash", "recipes/mlmt/math/HLT_LLT_RR_1_1.sh", *FAST[1:]], env)
+    try:
+        import ray  # noqa: F401
+        pytest.skip("ray is installed here; the not-installed message is what this test checks")
+    except ImportError:
+        pass
+    assert r.returncode == 2 and "trainer.ray_address" in r.stderr and "10.1.2.3:6379" in r.stderr
+
+
+def _fake_bin(d: Path, name: str, body: str) -> None:
+    p = d / name
+    p.write_text("#!/usr/bin/env bash\n" + body + "\n")
+    p.chmod(0o755)
+
+
+def test_sbatch_argument_handling_and_ray_plumbing(tmp_path):
+    script = "recipes/mlmt/math/submit_mlmt.sbatch"
+    no_arg = _run(["bash", script])
+    assert no_arg.returncode == 2 and "usage" in no_arg.stderr
+    missing = _run(["bash", script, "nope.sh"], {"SLURM_JOB_NODELIST": "n[1-3]"})
+    assert missing.returncode == 2 and "nope.sh" in missing.stderr
+    bins, log = tmp_path / "bin", tmp_path / "calls.log"
+    bins.mkdir()
+    _fake_bin(bins, "scontrol", 'printf "node1\\nnode2\\nnode3\\n"')
+    _fake_bin(bins, "srun", f'echo "srun $*" >> {log}; [[ "$*" == *hostname* ]] && echo "10.0.0.7 fe80::1"; true')
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text(f'echo "launcher RAY_ADDRESS=$RAY_ADDRESS args=$*" >> {log}\n')
+    r = _run(["bash", script, str(launcher), "trainer.num_stages=3"],
+             {"PATH": f"{bins}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "node[1-3]", "RAY_START_WAIT": "0", "RAY_WORKER_WAIT": "0",
+              "GPUS_PER_NODE": "2"})
+    assert r.returncode == 0, r.stderr
+    calls = log.read_text().splitlines()
+    assert "launcher RAY_ADDRESS=10.0.0.7:6379 args=trainer.num_stages=3" in calls
+    head = [c for c in calls if "--head" in c]
+    assert len(head) == 1 and "-w node1" in head[0] and "--node-ip-address=10.0.0.7" in head[0]
+    workers = [c for c in calls if "--address=10.0.0.7:6379" in c]
+    assert sorted(c.split("-w ")[1].split()[0] for c in workers) == ["node2", "node3"]
+    assert all("--num-gpus=2" in c for c in head + workers)
