@@ -50,3 +50,47 @@ def test_tiny_model_dir_round_trip(tmp_path):
     assert t2(text, add_special_tokens=False)["input_ids"] == tok(text, add_special_tokens=False)["input_ids"]
     assert len(t2(text, add_special_tokens=False)["input_ids"]) == len(text)  # one token per character
     assert m2.config.satseq_prompt_format == "embedded"
+
+
+def test_multiturn_transcripts_have_fixed_prompts_and_right_content():
+    import random
+
+    from satseq.data.multiturn import MIX, careful_verification, multiturn_examples, refine_prompt, transcript
+    from satseq.rewards.extract import extract_answer
+    from satseq.workflows.pag_prompts import parse_verdict
+
+    ex = multiturn_examples(3000, seed=0, exclude={"347+589"})
+    assert all(len(p) == 18 for p, _ in ex) and not any(p.endswith("347+589=") for p, _ in ex)
+    assert careful_verification(347, 589, "935") == "7+9+0=16,4+8+1=13,3+5+1=09;936!=935;no"
+    assert careful_verification(347, 589, "0936").endswith(";936==936;ok")
+    assert parse_verdict(careful_verification(347, 589, None), short_markers=True) == "wrong"
+    rng = random.Random(0)
+    for _ in range(300):
+        a, b = rng.randint(100, 999), rng.randint(100, 999)
+        for kind in MIX:
+            prompt, completion = transcript(kind, a, b, rng)
+            if kind == "verify" and not completion.startswith(("ok", "no")):  # careful checks are right
+                shown = prompt[:4].lstrip("0")
+                assert parse_verdict(completion, short_markers=True) == ("correct" if shown == str(a + b) else "wrong")
+            if kind == "refine" and prompt[:4] == prompt[5:9] and "?" not in prompt[:4]:
+                assert extract_answer(completion) == prompt[:4].lstrip("0")  # agreement is copied
+    assert refine_prompt("347+589", "935", "936", with_hint=False) == "0935:____|347+589="
+
+
+def test_multiturn_warm_start_builds_on_the_base_atomically(tmp_path):
+    import json
+
+    from satseq.models.embedded import ensure_multiturn_warm_start, multiturn_warm_start_dir, warm_start_dir
+    from satseq.models.tiny import build_tiny_model, save_model_dir
+    from satseq.trainers.sft import SFTConfig
+
+    base = warm_start_dir(tmp_path)
+    model, tok = build_tiny_model(seed=0)
+    save_model_dir(model, tok, base)
+    (base / "warm_start.json").write_text("{}")
+    out = ensure_multiturn_warm_start(tmp_path, cfg=SFTConfig(steps=2, batch_size=4), n_examples=40,
+                                      eval_size=10, show_progress=False, console=lambda *a: None)
+    assert out == multiturn_warm_start_dir(tmp_path) and (out / "model.safetensors").exists()
+    info = json.loads((out / "warm_start.json").read_text())
+    assert info["base"] == str(base) and info["sft"]["steps"] == 2
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
