@@ -151,3 +151,17 @@ def test_sbatch_argument_handling_and_ray_plumbing(tmp_path):
     workers = [c for c in calls if "--address=10.0.0.7:6379" in c]
     assert sorted(c.split("-w ")[1].split()[0] for c in workers) == ["node2", "node3"]
     assert all("--num-gpus=2" in c for c in head + workers)
+
+
+@pytest.mark.parametrize("method", ["mlmt", "pag"])
+def test_multiturn_run_resumes_exactly_after_a_kill(tiny_dir, tmp_path, method):
+    common = [f"model.path={tiny_dir}", f"method={method}", "grpo.kl_coef=0.01", "trainer.num_stages=3", *FAST]
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
+    full = _train([*common, f"output_dir={tmp_path}/a"])
+    assert full.returncode == 0, full.stderr
+    killed = _train([*common, f"output_dir={tmp_path}/b"], env={"SATSEQ_KILL_AT_STAGE": "1"})
+    assert killed.returncode != 0
+    resumed = _train([*common, f"output_dir={tmp_path}/b"])
+    assert resumed.returncode == 0, resumed.stderr
+    run = method  # the default run_name of a method other than sat_seq
+    assert strip(_rows(tmp_path / "b" / run)) == strip(_rows(tmp_path / "a" / run))

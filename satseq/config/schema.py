@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 KLEstimator = Literal["exact", "k1", "k3"]
 
@@ -222,7 +222,8 @@ class TrainerConfig(_Section):
 
 # ------------------------------------------------------------------------------------ top level
 class TrainConfig(_Section):
-    run_name: str = Field("sat_seq_dapo", min_length=1, description="run name; the run directory is output_dir/run_name")
+    run_name: str = Field("sat_seq_dapo", min_length=1,
+                          description="run name; the run directory is output_dir/run_name (unset: sat_seq_dapo for SAT-Seq, else the method's name)")
     output_dir: str = Field("outputs", description="parent directory of run directories")
     seed: int = Field(0, description="global random seed")
     method: Literal["sat_seq", "grpo", "apo", "pag", "mlmt"] = Field("sat_seq", description="training method")
@@ -240,6 +241,12 @@ class TrainConfig(_Section):
     mlmt: MLMTConfig = Field(default_factory=MLMTConfig, description="MLMT-RL (coach and solver); PPO settings from grpo")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="reward shaping")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="training loop, checkpoints, logging")
+
+    @model_validator(mode="after")
+    def _default_run_name(self) -> "TrainConfig":
+        if "run_name" not in self.model_fields_set and self.method != "sat_seq":
+            self.__dict__["run_name"] = self.method  # plain set: no re-validation loop
+        return self
 
     @property
     def run_dir(self) -> Path:
