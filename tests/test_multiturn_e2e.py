@@ -41,6 +41,13 @@ def test_pag_run_logs_dashboard_metrics_and_plots(tiny_dir, tmp_path, update):
     p = _run([sys.executable, "-m", "satseq.cli", "plot", str(tmp_path / "pag")])
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "pag" / "dashboard.png").stat().st_size > 10_000
+    if update == "grpo":  # the evaluator runs a PAG run dir in its self_verify workflow
+        e = _eval(["--checkpoint_dir", str(tmp_path / "pag"), "--output_dir", str(tmp_path / "ev")])
+        assert e.returncode == 0, e.stderr
+        m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+        assert m["workflow"] == "self_verify" and {"turn1", "final", "verifier_accuracy", "revision_rate"} <= set(m)
+        line = json.loads((tmp_path / "ev" / "predictions.jsonl").read_text().splitlines()[0])
+        assert len(line["verdicts"]) == 2 and line["pag_roles"][0][:2] == ["policy", "verifier"]
 
 
 @pytest.mark.parametrize("share", ["none", "weights", "lora"])
@@ -108,6 +115,19 @@ def test_eval_math500_three_turns(mlmt_run, tmp_path):
     assert {"turn1", "turn3", "improvement_rate", "degradation_rate", "coach_accuracy"} <= set(m)
     line = json.loads((tmp_path / "ev" / "predictions.jsonl").read_text().splitlines()[0])
     assert len(line["turn1_correct"]) == 2 and len(line["responses"][0]) == 3
+
+
+def _eval(args, env=None):
+    return _run([sys.executable, "-m", "satseq.cli", "eval", "--dataset", "embedded", "--limit", "3", "--n", "2",
+                 "--max_new_tokens", "6", "--no_progress", *args], env)
+
+
+def test_single_model_self_verify_and_workflow_mismatch(tiny_dir, mlmt_run, tmp_path):
+    e = _eval(["--checkpoint_dir", str(tiny_dir), "--workflow", "self_verify", "--output_dir", str(tmp_path / "sv")])
+    assert e.returncode == 0, e.stderr
+    assert json.loads((tmp_path / "sv" / "metrics.json").read_text())["workflow"] == "self_verify"
+    bad = _eval(["--checkpoint_dir", str(mlmt_run), "--workflow", "self_verify", "--output_dir", str(tmp_path / "x")])
+    assert bad.returncode == 2 and "--workflow self_verify" in bad.stderr and not (tmp_path / "x").exists()
 
 
 def test_ray_address_reaches_the_trainer(tiny_dir, tmp_path):

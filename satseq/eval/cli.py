@@ -57,8 +57,8 @@ def eval_command(
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda[:i]"),
     progress: bool = typer.Option(True, "--progress/--no_progress", help="progress bar (only on a terminal)"),
     workflow: Optional[str] = typer.Option(
-        None, "--workflow", help="coach: the MLMT three-turn loop (solve, feedback, refine) with a single model in "
-        "both roles; MLMT run dirs use it by default"),
+        None, "--workflow", help="coach: MLMT's solve -> feedback -> refine; self_verify: PAG's solve -> verify -> "
+        "revise (Acc@t1, Acc@final, verifier accuracy). For a single model; MLMT / PAG run dirs use theirs"),
 ):
     """Evaluate a model or a SAT-Seq run dir: pass@k, avg@k, maj@k (+ vote and per-agent accuracy); resumable."""
     from satseq.eval.runner import run_evaluation

@@ -173,7 +173,8 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
 
     final = block([{"correct": [float(c) for c in r["correct"]], "answers": r["answers"], "gold": r["answer"]}
                    for r in uniq])
-    kind = "coach" if "turn1_correct" in uniq[0] else "relay" if "agents" in uniq[0] else "single"
+    kind = ("self_verify" if "verdicts" in uniq[0] else "coach" if "turn1_correct" in uniq[0]
+            else "relay" if "agents" in uniq[0] else "single")
     out: dict = {"workflow": kind, "ks": ks, **final}
     reasons: dict[str, int] = {}
     for r in uniq:
@@ -182,6 +183,17 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
     total = sum(reasons.values())
     out["finish_reasons"] = reasons
     out["truncated_fraction"] = reasons.get("length", 0) / total if total else 0.0
+    if kind == "self_verify":
+        out["final"] = dict(final)
+        out["turn1"] = block([{"correct": [float(c) for c in r["turn1_correct"]], "answers": r["turn1_answers"],
+                               "gold": r["answer"]} for r in uniq])
+        v = [c for r in uniq for s in r["verifier_correct"] for c in s]
+        revised = [x for r in uniq for x in r["revised"]]
+        changed = [x for r in uniq for x in r["answer_changed"]]
+        out["verifier_accuracy"] = sum(v) / len(v) if v else None
+        out["revision_rate"] = sum(revised) / len(revised)
+        out["answer_change_ratio"] = (sum(c for c, rv in zip(changed, revised) if rv) / sum(revised)
+                                      if any(revised) else None)
     if kind == "coach":
         out["turn3"] = dict(final)
         out["turn1"] = block([{"correct": [float(c) for c in r["turn1_correct"]], "answers": r["turn1_answers"],
@@ -232,6 +244,14 @@ def print_table(metrics: dict, title: str) -> None:
         table.add_row("improvement (wrong→right)", "", rate(metrics["improvement_rate"]))
         table.add_row("degradation (right→wrong)", "", rate(metrics["degradation_rate"]))
         table.add_row("coach accuracy", rate(metrics["coach_accuracy"]), "")
+    elif metrics["workflow"] == "self_verify":
+        for c in ("Acc@t1", "Acc@final"):
+            table.add_column(c, justify="right")
+        for key in keys:
+            table.add_row(key, _fmt(metrics["turn1"].get(key)), _fmt(metrics["final"].get(key)))
+        rate = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+        for name in ("verifier_accuracy", "revision_rate", "answer_change_ratio"):
+            table.add_row(name.replace("_", " "), "", rate(metrics[name]))
     else:
         table.add_column("mean ± se", justify="right")
         for key in keys:
@@ -289,8 +309,8 @@ def run_evaluation(
         raise ConfigError(f"--batch_size must be >= 1, got {batch_size}")
     if threads < 0:
         raise ConfigError(f"--threads must be >= 0, got {threads}")
-    if workflow not in (None, "coach"):
-        raise ConfigError(f"--workflow must be 'coach' (or left out), got '{workflow}'")
+    if workflow not in (None, "coach", "self_verify"):
+        raise ConfigError(f"--workflow must be 'coach' or 'self_verify' (or left out), got '{workflow}'")
     ks = _resolve_ks(ks, n, console)
     if threads > 0:
         torch.set_num_threads(threads)
@@ -350,6 +370,10 @@ def run_evaluation(
         from satseq.workflows.coach import CoachWorkflow
 
         wf = CoachWorkflow(target.roles, target.fmt, sampling)
+    elif target.workflow == "self_verify":
+        from satseq.workflows.self_verify import SelfVerifyWorkflow
+
+        wf = SelfVerifyWorkflow(target.agents[0], target.fmt, sampling, target.max_policy_turns)
     elif target.kind == "run":
         wf = RelayWorkflow(target.agents, target.fmt, sampling)
     else:
@@ -371,7 +395,12 @@ def run_evaluation(
             chunk = [p for _, p in items]
             gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + c)
             episodes = wf.rollout(chunk, target.pool, engine, group_size=n, generator=gen)
-            grade_episodes(episodes)
+            if target.workflow == "self_verify":
+                from satseq.rewards.pag_rewards import grade_pag_episodes
+
+                grade_pag_episodes(episodes)
+            else:
+                grade_episodes(episodes)
             for rec in records(target, chunk, episodes, n, ks):
                 append_jsonl(out_dir / PREDICTIONS, rec)
                 correct_so_far.append(sum(rec["correct"]) / len(rec["correct"]))

@@ -7,9 +7,12 @@
   agents' majority vote;
 - an **MLMT run directory** (``method: mlmt`` in ``run_info.json``): its solver and coach (or the
   one shared actor) in the three-turn ``coach`` workflow;
+- a **PAG run directory** (``method: pag``): its policy in the ``self_verify`` workflow (solve →
+  verify → revise after "wrong", up to the run's ``pag.max_policy_turns``);
 - a **single model** (an HF model directory, a hub id, ``smollm2``, or ``embedded`` = the embedded
   warm start), answering alone with the ``single`` workflow, or playing both MLMT roles with
-  ``--workflow coach`` (``embedded`` is then the multi-turn warm start).
+  ``--workflow coach``, or solving and verifying itself with ``--workflow self_verify``
+  (``embedded`` is then the multi-turn warm start).
 
 Prompt format: a model whose ``config.json`` says ``"satseq_prompt_format": "embedded"`` gets the
 embedded task's format; any other model gets :class:`~satseq.workflows.prompts.ChatFormat` (the
@@ -45,11 +48,15 @@ class Target:
     stop: tuple[str, ...] = ()
     info: dict = field(default_factory=dict)
     roles: dict[str, str] | None = None  # coach workflow: role -> agent
+    self_verify: bool = False            # PAG's solve -> verify -> revise
+    max_policy_turns: int = 2
 
     @property
     def workflow(self) -> str:
         if self.roles is not None:
             return "coach"
+        if self.self_verify:
+            return "self_verify"
         return "relay" if self.kind == "run" else "single"
 
 
@@ -130,7 +137,8 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
                   info={"mode": info.get("mode"), "method": info.get("method"),
                         "base_model": info.get("base_model"),
                         "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}},
-                  roles=roles)
+                  roles=roles, self_verify=info.get("method") == "pag",
+                  max_policy_turns=cfg.pag.max_policy_turns)
 
 
 def _load_single(spec: str, device: str, console, workflow: str | None = None) -> Target:
@@ -140,7 +148,7 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
     from satseq.workflows.prompts import make_format
 
     if spec == EMBEDDED:
-        ensure = ensure_multiturn_warm_start if workflow == "coach" else ensure_warm_start
+        ensure = ensure_multiturn_warm_start if workflow in ("coach", "self_verify") else ensure_warm_start
         src: Any = ensure("outputs", console=console)
     else:
         src = resolve_model_source(spec)
@@ -152,6 +160,10 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
         from satseq.workflows.mlmt_prompts import make_mlmt_format
 
         fmt = make_mlmt_format(kind, tok)
+    elif workflow == "self_verify":
+        from satseq.workflows.pag_prompts import make_pag_format
+
+        fmt = make_pag_format(kind, tok)
     identity = str(Path(src).resolve()) if isinstance(src, Path) else str(src)
     max_new = CHAT_MAX_NEW_TOKENS
     if fmt.name == "embedded":
@@ -161,7 +173,8 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
     pool = AgentPool.full(["model"], [model], tok, device=device)
     return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
                   default_max_new_tokens=max_new, info={"spec": spec},
-                  roles={"solver": "model", "coach": "model"} if workflow == "coach" else None)
+                  roles={"solver": "model", "coach": "model"} if workflow == "coach" else None,
+                  self_verify=workflow == "self_verify")
 
 
 def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, device: str = "cpu",
@@ -174,9 +187,10 @@ def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, 
     p = Path(spec).expanduser()
     if _is_run_dir(p):
         target = _load_run(p, stage, device, console)
-        if workflow == "coach" and target.roles is None:
-            raise ConfigError(f"--workflow coach: '{spec}' is not an MLMT run (method=mlmt); pass an MLMT run "
-                              "directory or a single model")
+        if workflow is not None and workflow != target.workflow:
+            raise ConfigError(f"--workflow {workflow}: '{spec}' is a run of method "
+                              f"{target.info.get('method')!r} (its workflow is {target.workflow}); pass a "
+                              f"{'MLMT' if workflow == 'coach' else 'PAG'} run directory or a single model")
         return target
     if stage is not None:
         raise ConfigError(f"--stage applies to a SAT-Seq run directory (with run_info.json); "
