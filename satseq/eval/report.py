@@ -97,6 +97,17 @@ def _fmt(v: dict | None) -> str:
     return f"{v['mean']:.3f}" + (f" ± {se:.3f}" if se is not None else "")
 
 
+# multi-turn workflows: (column titles, metric blocks, extra rows (label, metric, column))
+TWO_COLUMNS = {
+    "coach": (("turn 1", "turn 3"), ("turn1", "turn3"),
+              [("improvement (wrong→right)", "improvement_rate", 1), ("degradation (right→wrong)", "degradation_rate", 1),
+               ("coach accuracy", "coach_accuracy", 0)]),
+    "self_verify": (("Acc@t1", "Acc@final"), ("turn1", "final"),
+                    [("verifier accuracy", "verifier_accuracy", 1), ("revision rate", "revision_rate", 1),
+                     ("answer change ratio", "answer_change_ratio", 1)]),
+}
+
+
 def print_table(metrics: dict, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -111,23 +122,15 @@ def print_table(metrics: dict, title: str) -> None:
         for key in keys:
             table.add_row(key, *[_fmt((metrics["agents"].get(c) if c != "vote" else metrics["vote"]).get(key))
                                  for c in cols])
-    elif metrics["workflow"] == "coach":
-        for c in ("turn 1", "turn 3"):
-            table.add_column(c, justify="right")
+    elif metrics["workflow"] in TWO_COLUMNS:
+        (first, last), (k1, k2), extra = TWO_COLUMNS[metrics["workflow"]]
+        table.add_column(first, justify="right")
+        table.add_column(last, justify="right")
         for key in keys:
-            table.add_row(key, _fmt(metrics["turn1"].get(key)), _fmt(metrics["turn3"].get(key)))
-        rate = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-        table.add_row("improvement (wrong→right)", "", rate(metrics["improvement_rate"]))
-        table.add_row("degradation (right→wrong)", "", rate(metrics["degradation_rate"]))
-        table.add_row("coach accuracy", rate(metrics["coach_accuracy"]), "")
-    elif metrics["workflow"] == "self_verify":
-        for c in ("Acc@t1", "Acc@final"):
-            table.add_column(c, justify="right")
-        for key in keys:
-            table.add_row(key, _fmt(metrics["turn1"].get(key)), _fmt(metrics["final"].get(key)))
-        rate = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-        for name in ("verifier_accuracy", "revision_rate", "answer_change_ratio"):
-            table.add_row(name.replace("_", " "), "", rate(metrics[name]))
+            table.add_row(key, _fmt(metrics[k1].get(key)), _fmt(metrics[k2].get(key)))
+        for label, name, col in extra:
+            v = "-" if metrics[name] is None else f"{metrics[name]:.3f}"
+            table.add_row(label, *((v, "") if col == 0 else ("", v)))
     else:
         table.add_column("mean ± se", justify="right")
         for key in keys:

@@ -37,11 +37,6 @@ class ChatMLMTFormat(ChatFormat):
         self.attempt_budget = attempt_budget
         self.feedback_budget = feedback_budget
 
-    @staticmethod
-    def _tail(text: str, budget: int) -> str:
-        text = (text or "").strip()
-        return text if len(text) <= budget else "..." + text[-budget:]
-
     def coach(self, problem: str, attempt: str) -> str:
         return self._wrap(
             f"{problem}\n\nA student wrote this solution:\n\n{self._tail(attempt, self.attempt_budget)}\n\n"

@@ -86,11 +86,6 @@ class ChatPAGFormat(ChatFormat):
         self.attempt_budget = attempt_budget
         self.verification_budget = verification_budget
 
-    @staticmethod
-    def _tail(text: str, budget: int) -> str:
-        text = (text or "").strip()
-        return text if len(text) <= budget else "..." + text[-budget:]
-
     def verify(self, problem: str, attempt: str) -> str:
         return self._wrap(
             f"{problem}\n\nHere is a proposed solution:\n\n{self._tail(attempt, self.attempt_budget)}\n\n"

@@ -37,6 +37,12 @@ class ChatFormat:
         self.show_responses = show_responses
         self.response_budget = response_budget
 
+    @staticmethod
+    def _tail(text: str | None, budget: int) -> str:
+        """``text`` stripped, or ``"..."`` + its last ``budget`` characters when longer."""
+        text = (text or "").strip()
+        return text if len(text) <= budget else "..." + text[-budget:]
+
     def _wrap(self, user: str) -> str:
         if not self.use_chat_template:
             return user + "\n"
