@@ -6,7 +6,7 @@ reward flows back into it. Per turn, with a baseline group B::
 
     A = (r - mean_B r) / (std_B r + eps)       (unbiased std, as GRPO; ``norm_by_std=False``: r - mean)
 
-Default ``group_by="group_role_turn"``: B = the turns of the same prompt group, same PAG role,
+``group_by="group_role_turn"`` (this function's default): B = the turns of the same prompt group, same PAG role,
 same turn index (y1 with y1s, v1 with v1s, y2 with y2s ...). Policy and verifier turns are never
 in one group, so each role is normalized on its own (RoleAdvNorm).
 
@@ -16,7 +16,8 @@ as the spec allows. As in :func:`satseq.algos.advantages.group_normalize`, a bas
 one turn, or one whose rewards are all equal, gets advantage 0; in particular a revision turn
 that is the only one of its prompt group to be revised gets 0. ``group_by="group_role"``
 (baseline over all turns of the role within the prompt group) or ``"role"`` (over the whole
-batch per role, closest to the paper's RoleAdvNorm) keep a signal there.
+batch per role, closest to the paper's RoleAdvNorm) keep a signal there. Training uses ``pag.adv_group_by`` (config default ``"role"``: measured to
+keep the verifier's wrong-recall alive, docs/apo_pag.md).
 
 Registry: the signature follows the adv-estimator convention (leading ``(rewards, group_ids)`` as
 ``grpo``; without ``roles`` / ``turn_ids`` it reduces to GRPO; extra per-turn tensors as keywords),
