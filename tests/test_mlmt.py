@@ -185,3 +185,21 @@ def test_rewards_and_per_turn_advantages(tiny):
         assert adv[:, k].sum().item() == pytest.approx(0.0, abs=1e-5)
     m = mlmt_rollout_metrics(eps)
     assert 0 <= m["mlmt/acc_t1"] <= 1 and "mlmt/improvement_rate" in m
+
+
+def test_rollout_metrics_by_hand():
+    from satseq.workflows.episode import Episode, Problem, Turn
+
+    def ep(answers, gold="7"):
+        e = Episode(problem=Problem(problem_id="p", problem="3+4", answer=gold), group=0)
+        for k, (role, a) in enumerate(zip(["solver", "coach", "solver"], answers)):
+            e.turns.append(Turn(role=role, index=k, prompt_text="", prompt_ids=[], response_ids=[],
+                                behaviour_logprobs=[], text="", finish_reason="stop", answer=a,
+                                correct=a == gold))
+        return e
+
+    eps = [ep(["6", "7", "7"]), ep(["7", "7", "7"]), ep(["7", "5", "5"]), ep(["6", None, "8"])]
+    m = mlmt_rollout_metrics(eps)
+    assert m["mlmt/acc_t1"] == 0.5 and m["mlmt/acc_t3"] == 0.5 and m["mlmt/coach_accuracy"] == 0.5
+    assert m["mlmt/improvement_rate"] == 0.5 and m["mlmt/degradation_rate"] == 0.5
+    assert m["mlmt/follows_coach"] == 1.0  # 3 of the 3 episodes where the coach answered

@@ -61,8 +61,11 @@ class DataConfig(_Section):
 
 
 # ------------------------------------------------------------------------------------- rollout
+MLMT_MAX_NEW_TOKENS = 96  # the embedded coach's two-stage demonstration is ~70 characters
+
+
 class RolloutConfig(_Section):
-    max_new_tokens: int = Field(48, ge=1, description="maximum tokens generated per agent turn")
+    max_new_tokens: int = Field(48, ge=1, description="maximum tokens generated per agent turn (unset: 96 for method=mlmt)")
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature (0 = greedy)")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     stop: list[str] = Field(default_factory=list, description="extra stop strings ending a response")
@@ -243,9 +246,11 @@ class TrainConfig(_Section):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="training loop, checkpoints, logging")
 
     @model_validator(mode="after")
-    def _default_run_name(self) -> "TrainConfig":
+    def _method_defaults(self) -> "TrainConfig":
         if "run_name" not in self.model_fields_set and self.method != "sat_seq":
             self.__dict__["run_name"] = self.method  # plain set: no re-validation loop
+        if self.method == "mlmt" and "max_new_tokens" not in self.rollout.model_fields_set:
+            self.rollout.__dict__["max_new_tokens"] = MLMT_MAX_NEW_TOKENS
         return self
 
     @property

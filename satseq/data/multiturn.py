@@ -1,9 +1,10 @@
-"""Multi-turn roles on the embedded arithmetic task: prompts and warm-start transcripts.
+"""Multi-turn roles on the embedded arithmetic task: prompts and PAG's warm-start transcripts.
 
-The base warm start (:mod:`satseq.data.arithmetic`) only solves. PAG's verifier and reviser and
-MLMT's coach and refining solver need transcripts of their own, or the tiny model could not play
-those roles at all. Every prompt keeps the fixed 18-character layout ``SLOT|SLOT|a+b=`` (the
-operands at the same positions in every turn); the slots tell the turn:
+The base warm start (:mod:`satseq.data.arithmetic`) only solves. PAG's verifier and reviser need
+transcripts of their own, or the tiny model could not play those roles at all. Every prompt keeps the
+fixed layout ``SLOT|SLOT|<problem>=`` (the operands at the same positions in every turn); the slots
+tell the turn. The prompt builders are shared with MLMT, whose own task and transcripts live in
+:mod:`satseq.data.sum_of_three`.
 
 =====================  ==========================  =============================================
 turn                   prompt                      warm-start completions (SFT mix)
@@ -13,20 +14,20 @@ PAG verify y           ``0935|chk?|347+589=``      careful check ``<columns>;936
                                                    ``...;936==936;ok`` (``P_CAREFUL_VERIFY``),
                                                    else a hasty verdict ``ok`` (4/5) / ``no``
 PAG revise y           ``0935|no__|347+589=``      careful 1/3, hasty 1/3, copy the attempt 1/3
-MLMT coach (sees z)    ``0935|tip?|347+589=``      careful 1/2, hasty 1/2 (a worked demonstration)
-MLMT refine (z, g)     ``0935:0936|347+589=``      z == g: copy it; else careful 1/2, hasty 1/2
-MLMT refine without g  ``0935:____|347+589=``      careful 1/2, hasty 1/2 (for the dep term)
+coach (sees z)         ``0935|tip?|347+589=``      careful 1/2, hasty 1/2 (a worked demonstration)
+refine (z, g)          ``0935:0936|347+589=``      z == g: copy it; else careful 1/2, hasty 1/2
+refine without g       ``0935:____|347+589=``      careful 1/2, hasty 1/2
 =====================  ==========================  =============================================
 
 "careful" is the column-by-column chain, "hasty" the boxed answer alone (see the base module).
 The hasty verifier is over-trusting (it mostly says ``ok``), the starting point the PAG paper
-reports for real models; RL has to find that checking pays. Attempts and hints shown in SFT
-prompts are right half of the time and a near miss (or, rarely, a random number / ``????``)
-otherwise. The refine rule "copy when the attempt and the coach agree, else solve again" is what
-makes three turns better than one on this task: two independent samples that agree are rarely
-both wrong. The coach's warm start is an independent sample on purpose: a coach that merely
-endorsed the attempt (tried first) made agreement uninformative, the refining solver learned to
-ignore the coach, and the coach then drifted (measured; docs/mlmt.md).
+reports for real models; RL has to find that checking pays. Attempts shown in SFT prompts are right
+half of the time and a near miss (or, rarely, a random number / ``????``) otherwise.
+
+The coach and refine kinds on this two-operand task were MLMT's first warm start; MLMT now trains on
+the sum of three (on two operands turn 1 reached 0.91 and the coach had nothing left to add,
+docs/mlmt.md). They stay in this corpus so that PAG's warm start, and its measured figures, do not
+change.
 """
 from __future__ import annotations
 

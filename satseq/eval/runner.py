@@ -38,6 +38,7 @@ stage, dataset, n, temperature, top-p, max_new_tokens, seed, prompt format) is r
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -120,20 +121,33 @@ def _resolve_ks(ks: Sequence[int] | None, n: int, console) -> list[int]:
 
 
 # -------------------------------------------------------------------------------------- data
-def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None) -> tuple[list[Problem], str]:
-    """Problems and the dataset's identity (a benchmark name / hub id, or an absolute path)."""
+def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None,
+                  embedded_user: str | None = None) -> tuple[list[Problem], str]:
+    """Problems and the dataset's identity (a benchmark name / hub id, or an absolute path).
+    ``embedded_user`` (a method or workflow) picks the embedded task: MLMT's is the sum of three."""
     from satseq.data.loading import load_problems
 
     if dataset == EMBEDDED_DATASET:
-        from satseq.data.arithmetic import ArithmeticTask
+        from satseq.models.embedded import SUM_OF_THREE_USERS, embedded_task
         from satseq.trainers.runtime import EMBEDDED_TASK_SEED
 
         size = EMBEDDED_EVAL_DEFAULT if limit is None else limit
-        return ArithmeticTask(seed=EMBEDDED_TASK_SEED).problems(size, split="eval"), f"embedded:eval:seed{EMBEDDED_TASK_SEED}"
+        name = "embedded-sum3" if embedded_user in SUM_OF_THREE_USERS else "embedded"
+        problems = embedded_task(embedded_user, EMBEDDED_TASK_SEED).problems(size, split="eval")
+        return problems, f"{name}:eval:seed{EMBEDDED_TASK_SEED}"
     problems = load_problems(dataset, split="test", data_dir=data_dir, limit=limit)
     p = Path(dataset).expanduser()
     identity = str(p.resolve()) if p.exists() else dataset
     return problems, identity
+
+
+def _run_method(checkpoint_dir) -> str | None:
+    """The ``method`` recorded in a run directory's ``run_info.json`` (None for a single model)."""
+    info = Path(checkpoint_dir).expanduser() / "run_info.json"
+    try:
+        return json.loads(info.read_text()).get("method")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 # ----------------------------------------------------------------------------------- metrics
@@ -198,7 +212,8 @@ def run_evaluation(
     dev = _device(device)
 
     # Cheap checks first: the dataset and any existing output, before loading a model.
-    problems, dataset_id = _load_dataset(dataset, data_dir=data_dir, limit=limit)
+    problems, dataset_id = _load_dataset(dataset, data_dir=data_dir, limit=limit,
+                                         embedded_user=workflow or _run_method(checkpoint_dir))
     if not problems:
         raise DataError(f"{dataset}: no problems to evaluate")
     ids = [problem_key(p.problem_id) for p in problems]

@@ -143,13 +143,12 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
 
 def _load_single(spec: str, device: str, console, workflow: str | None = None) -> Target:
     from satseq.models.agents import AgentPool
-    from satseq.models.embedded import EMBEDDED, ensure_multiturn_warm_start, ensure_warm_start
+    from satseq.models.embedded import EMBEDDED, ensure_for
     from satseq.models.loading import load_causal_lm, resolve_model_source
     from satseq.workflows.prompts import make_format
 
     if spec == EMBEDDED:
-        ensure = ensure_multiturn_warm_start if workflow in ("coach", "self_verify") else ensure_warm_start
-        src: Any = ensure("outputs", console=console)
+        src: Any = ensure_for(workflow, "outputs", console=console)
     else:
         src = resolve_model_source(spec)
     model, tok = load_causal_lm(src, device=device)
@@ -170,6 +169,10 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
         from satseq.config.schema import RolloutConfig
 
         max_new = RolloutConfig().max_new_tokens
+        if workflow == "coach":
+            from satseq.data.sum_of_three import MAX_NEW_TOKENS
+
+            max_new = MAX_NEW_TOKENS
     pool = AgentPool.full(["model"], [model], tok, device=device)
     return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
                   default_max_new_tokens=max_new, info={"spec": spec},

@@ -14,17 +14,15 @@ from pathlib import Path
 import torch
 
 from satseq.config import TrainConfig
-from satseq.data.arithmetic import ArithmeticTask
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
-from satseq.models.embedded import EMBEDDED, ensure_multiturn_warm_start, ensure_warm_start, eval_exclusion
+from satseq.models.embedded import EMBEDDED, embedded_task, ensure_for, eval_exclusion
 from satseq.rollout.engine import make_engine
 from satseq.rollout.types import SamplingParams
 from satseq.workflows.episode import Problem
 from satseq.workflows.prompts import make_format
 
 EMBEDDED_TASK_SEED = 0
-MULTITURN_METHODS = ("pag", "mlmt")  # the held-out set of the embedded task is the same for every run
 
 
 @dataclass
@@ -71,8 +69,7 @@ def _load(path: str, cfg: TrainConfig, device: str, console):
     from satseq.models.loading import load_causal_lm
 
     if path == EMBEDDED:  # multi-turn methods start from the warm start that knows their roles
-        ensure = ensure_multiturn_warm_start if cfg.method in MULTITURN_METHODS else ensure_warm_start
-        path = str(ensure(cfg.output_dir, show_progress=cfg.trainer.progress, console=console))
+        path = str(ensure_for(cfg.method, cfg.output_dir, show_progress=cfg.trainer.progress, console=console))
     model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
     if cfg.model.tokenizer:
         from satseq.models.loading import load_tokenizer
@@ -157,13 +154,13 @@ def prompt_format_of(pool: AgentPool, cfg: TrainConfig):
 def load_datasets(cfg: TrainConfig) -> tuple[list[Problem], list[Problem]]:
     from satseq.data.loading import load_problems
 
-    task = ArithmeticTask(seed=EMBEDDED_TASK_SEED)
+    task = embedded_task(cfg.method, seed=EMBEDDED_TASK_SEED)
     if cfg.data.eval == EMBEDDED:
         eval_set = task.problems(cfg.data.eval_size, split="eval")
     else:
         eval_set = load_problems(cfg.data.eval, split="test", data_dir=cfg.data.data_dir, limit=cfg.data.eval_size)
     if cfg.data.train == EMBEDDED:
-        train_set = task.problems(cfg.data.train_size, split="train", exclude=eval_exclusion(EMBEDDED_TASK_SEED))
+        train_set = task.problems(cfg.data.train_size, split="train", exclude=eval_exclusion(EMBEDDED_TASK_SEED, method=cfg.method))
     else:
         train_set = load_problems(cfg.data.train, split="train", data_dir=cfg.data.data_dir, limit=cfg.data.train_size)
     if not train_set:

@@ -25,7 +25,9 @@ from satseq.workflows.episode import Episode
 
 
 def mlmt_rollout_metrics(episodes: list[Episode]) -> dict:
-    """Accuracy after turn 1 and 3, improvement (wrong → right) and degradation (right → wrong) rates."""
+    """Accuracy after turn 1 and 3, improvement (wrong → right) and degradation (right → wrong) rates,
+    and how often the final answer is the coach's (``follows_coach``, over episodes where the coach
+    gave an answer)."""
     n = max(1, len(episodes))
     t1 = [ep.turns[0].correct for ep in episodes]
     t3 = [ep.turns[2].correct for ep in episodes]
@@ -35,6 +37,8 @@ def mlmt_rollout_metrics(episodes: list[Episode]) -> dict:
         "mlmt/coach_accuracy": sum(ep.turns[1].correct for ep in episodes) / n,
         "mlmt/improvement_rate": sum((not a) and b for a, b in zip(t1, t3)) / max(1, wrong1),
         "mlmt/degradation_rate": sum(a and not b for a, b in zip(t1, t3)) / max(1, right1),
+        "mlmt/follows_coach": sum(ep.turns[2].answer == g for ep in episodes if (g := ep.turns[1].answer) is not None)
+        / max(1, sum(ep.turns[1].answer is not None for ep in episodes)),
     }
 
 

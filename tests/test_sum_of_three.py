@@ -1,0 +1,126 @@
+"""MLMT's embedded task (sum of three): solutions by hand, splits, warm-start transcripts by role,
+and the wiring that gives MLMT (training and the coach evaluation) this task."""
+import random
+
+import pytest
+
+from satseq.data.sum_of_three import (MIX, SumOfThreeTask, mlmt_examples, single_pass_solution, transcript,
+                                      two_stage_solution)
+from satseq.rewards.extract import extract_answer
+
+
+def test_solutions_by_hand():
+    # 347 + 289 + 126 = 762; columns 7+9+6=22, 4+8+2+2=16, 3+2+1+1=07
+    assert single_pass_solution(347, 289, 126) == "7+9+6+0=22,4+8+2+2=16,3+2+1+1=07;\\boxed{762}"
+    # 347 + 289 = 636, then 636 + 126 = 762
+    assert two_stage_solution(347, 289, 126) == "7+9+0=16,4+8+1=13,3+2+1=06;636|6+6+0=12,3+2+1=06,6+1+0=07;\\boxed{762}"
+    assert extract_answer(two_stage_solution(499, 499, 999)) == "1997"
+    assert extract_answer(single_pass_solution(499, 499, 999)) == "1997"
+
+
+def test_problems_are_deterministic_disjoint_and_in_range():
+    task = SumOfThreeTask(seed=0)
+    held = task.problems(300, split="eval")
+    assert [p.problem for p in held] == [p.problem for p in SumOfThreeTask(seed=0).problems(300, split="eval")]
+    train = task.problems(500, split="train", exclude={p.problem for p in held})
+    assert not {p.problem for p in held} & {p.problem for p in train}
+    for p in train:
+        a, b, c = (int(x) for x in p.problem.split("+"))
+        assert 100 <= a <= 499 and 100 <= b <= 499 and 100 <= c <= 999 and a + b < 1000
+        assert p.answer == str(a + b + c) and p.meta == {"a": a, "b": b, "c": c}
+
+
+def test_transcripts_give_the_two_stage_method_to_the_coach_only():
+    rng = random.Random(0)
+    seen = {k: set() for k in MIX}
+    for _ in range(600):
+        kind = rng.choice(list(MIX))
+        prompt, completion = transcript(kind, 347, 289, 126, rng)
+        two_stage = "|" in completion
+        if kind == "coach":
+            assert prompt[5:9] == "tip?" and completion in (two_stage_solution(347, 289, 126), "\\boxed{762}")
+            seen[kind].add("two" if two_stage else "hasty")
+        elif kind in ("solve", "refine_blank"):
+            assert not two_stage
+            assert completion in (single_pass_solution(347, 289, 126), "\\boxed{762}")
+            seen[kind].add("single" if "+0=" in completion[:8] else "hasty")
+        elif kind == "refine":
+            hint = prompt[5:9]
+            assert not two_stage and prompt[4] == ":"
+            ans = extract_answer(completion)
+            if completion.startswith("tip:"):
+                assert ans == hint.lstrip("0")
+                seen[kind].add("hint")
+            else:
+                assert completion in (single_pass_solution(347, 289, 126), "\\boxed{762}")
+                seen[kind].add("solve")
+        if kind == "solve_two_operands":  # the base skill, on another two-operand problem
+            assert len(prompt) == len("____|____|347+589=") and extract_answer(completion) == str(eval(prompt[10:-1]))
+            continue
+        assert len(prompt) == len("____|____|347+289+126=")
+    assert seen["coach"] == {"two", "hasty"} and seen["solve"] == {"single", "hasty"}
+    assert seen["refine"] == {"hint", "solve"}
+    with pytest.raises(ValueError, match="unknown transcript kind"):
+        transcript("verify", 1, 2, 3, rng)
+
+
+def test_warm_start_corpus_never_shows_held_out_problems():
+    held = {p.problem for p in SumOfThreeTask(seed=0).problems(200, split="eval")}
+    for prompt, _ in mlmt_examples(3000, exclude=held):
+        problem = prompt.split("|")[-1].rstrip("=")
+        assert problem not in held
+
+
+def test_mlmt_and_the_coach_workflow_use_the_sum_of_three():
+    from satseq.data.arithmetic import ArithmeticTask
+    from satseq.eval.runner import _load_dataset
+    from satseq.models.embedded import embedded_task, eval_exclusion
+
+    assert isinstance(embedded_task("mlmt"), SumOfThreeTask) and isinstance(embedded_task("coach"), SumOfThreeTask)
+    assert isinstance(embedded_task("pag"), ArithmeticTask) and isinstance(embedded_task(None), ArithmeticTask)
+    assert all(p.count("+") == 2 for p in eval_exclusion(0, 20, "mlmt"))
+    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, embedded_user="coach")
+    assert ident == "embedded-sum3:eval:seed0" and all(p.problem.count("+") == 2 for p in problems)
+    problems, ident = _load_dataset("embedded", data_dir=None, limit=5)
+    assert ident == "embedded:eval:seed0" and all(p.problem.count("+") == 1 for p in problems)
+
+
+def test_training_datasets_follow_the_method():
+    from satseq.config import load_config
+    from satseq.trainers.runtime import load_datasets
+
+    train, held = load_datasets(load_config(None, ["method=mlmt", "data.train_size=20", "data.eval_size=10"]))
+    assert all(p.problem.count("+") == 2 for p in train + held)
+    assert not {p.problem for p in train} & {p.problem for p in SumOfThreeTask(0).problems(1000, split="eval")}
+    train, _ = load_datasets(load_config(None, ["method=grpo", "data.train_size=5", "data.eval_size=5"]))
+    assert all(p.problem.count("+") == 1 for p in train)
+
+
+def test_mlmt_warm_start_builds_on_the_base_atomically(tmp_path):
+    import json
+
+    from satseq.models.embedded import ensure_for, mlmt_warm_start_dir, warm_start_dir
+    from satseq.models.tiny import build_tiny_model, save_model_dir
+    from satseq.trainers.sft import SFTConfig
+
+    base = warm_start_dir(tmp_path)
+    model, tok = build_tiny_model(seed=0)
+    save_model_dir(model, tok, base)
+    (base / "warm_start.json").write_text("{}")
+    from satseq.models.embedded import ensure_mlmt_warm_start
+
+    out = ensure_mlmt_warm_start(tmp_path, cfg=SFTConfig(steps=2, batch_size=4), n_examples=40, eval_size=10,
+                                 show_progress=False, console=lambda *a: None)
+    assert out == mlmt_warm_start_dir(tmp_path) and (out / "model.safetensors").exists()
+    info = json.loads((out / "warm_start.json").read_text())
+    assert info["base"] == str(base) and info["sft"]["steps"] == 2 and info["task"] == "sum-of-three MLMT"
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
+    assert ensure_for("coach", tmp_path) == out  # built once, then found
+
+
+def test_mlmt_generates_room_for_a_two_stage_demonstration_unless_told_otherwise():
+    from satseq.config import load_config
+
+    assert len(two_stage_solution(499, 499, 999)) + 1 <= load_config(None, ["method=mlmt"]).rollout.max_new_tokens
+    assert load_config(None, ["method=mlmt", "rollout.max_new_tokens=10"]).rollout.max_new_tokens == 10
+    assert load_config(None, ["method=pag"]).rollout.max_new_tokens == 48
