@@ -8,10 +8,10 @@ The tiny model can add them two ways, both written as completions of its warm st
 * two stages — ``a+b`` first, then ``(a+b)+c``, each the two-operand column chain of the base warm
   start, ``7+9+0=16,...;936|6+6+0=12,...;\\boxed{1062}``.
 
-Measured after the warm start (T = 1, 200 held-out problems): single pass right 0.30 of the time,
-two stages 0.59. The **solver's** warm-start transcripts solve in a single pass (or answer hastily);
-the **coach's** demonstrate the two-stage method (or answer hastily). So the coach has something to
-teach, which is the situation MLMT-RL is for (the seed's high level "generates synthetic
+The **solver's** warm-start transcripts solve in a single pass (or answer hastily, 1/2); the
+**coach's** demonstrate the two-stage method (3/4) or answer hastily. Measured on the warm start (T = 1,
+200 held-out problems): the solver's single-pass chains are right 0.28 of the time, the coach's
+two-stage demonstrations about 0.85. So the coach has something to teach, which is the situation MLMT-RL is for (the seed's high level "generates synthetic
 demonstrations"): RL has to make the coach write its demonstration and the solver use it. On the
 two-operand task the coach had nothing the solver lacked: turn 1 reached 0.91 and turn 3 could add at
 most an ensemble's few points (docs/mlmt.md).

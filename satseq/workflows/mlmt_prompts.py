@@ -1,9 +1,9 @@
 """Prompt texts for the MLMT ``coach`` workflow (spec ``mlmt.md``): solve → feedback → refine.
 
-* ``EmbeddedMLMTFormat`` (tiny character model; layouts in :mod:`satseq.data.multiturn`): the coach
-  sees the attempt's answer, ``0935|tip?|347+589=``; the refining solver sees the attempt's and the
-  coach's answers, ``0935:0936|347+589=``, and without the feedback ``0935:____|347+589=`` (the
-  prompt of the dependence term's second forward).
+* ``EmbeddedMLMTFormat`` (tiny character model; layouts in :mod:`satseq.data.multiturn`, MLMT's task
+  in :mod:`satseq.data.sum_of_three`): the coach sees the attempt's answer, ``0761|tip?|347+289+126=``;
+  the refining solver sees the attempt's and the coach's answers, ``0761:0762|347+289+126=``, and
+  without the feedback ``0761:____|347+289+126=`` (the prompt of the dependence term's second forward).
 * ``ChatMLMTFormat`` (instruction models): the tokenizer's chat template; the coach gets the
   problem and the attempt and is told not to state the final answer outright; the refining solver
   gets the problem, its attempt and the feedback. Long texts are shown by their tails.

@@ -6,7 +6,7 @@
 #   SOLVER_PATH, COACH_PATH   per-role starting models (default MODEL_PATH)
 #   TRAIN_FILE        training problems: a file or a dataset name (default: the embedded task)
 #   EVAL_FILE         held-out problems for eval_every (default: the embedded held-out split)
-#   NUM_STAGES        training steps (default: the preset's 100)
+#   NUM_STAGES        training steps (default: the preset's 60)
 #   TRAIN_BATCH_SIZE  prompts per step (default: the preset's 8)
 #   OUTPUT_DIR        parent of the run directory (default outputs)
 #   RAY_ADDRESS       a running Ray cluster (set by submit_mlmt.sbatch) -> trainer.ray_address
