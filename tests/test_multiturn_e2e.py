@@ -76,19 +76,31 @@ def test_mlmt_frozen_role_with_shared_weights_is_an_error(tiny_dir, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def _embedded_default(out: Path, tiny_dir: Path) -> dict:
+    """The launchers' own default (MODEL_PATH unset = the embedded model) with a stand-in for MLMT's
+    warm start in ``out`` (building the real one takes ~9 minutes: docs/embedded_default.md)."""
+    import shutil
+
+    dest = out / "embedded" / "mlmt_seed0"
+    if not dest.exists():
+        shutil.copytree(tiny_dir, dest)
+        (dest / "warm_start.json").write_text("{}")
+    return {"NUM_STAGES": "1", "TRAIN_BATCH_SIZE": "2", "OUTPUT_DIR": str(out)}
+
+
 @pytest.fixture(scope="module")
 def mlmt_run(tiny_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("mlmt")
-    env = {"MODEL_PATH": str(tiny_dir), "NUM_STAGES": "1", "TRAIN_BATCH_SIZE": "2", "OUTPUT_DIR": str(out)}
-    r = _run(["bash", "recipes/mlmt/math/HLT_LLT_RR_1_1.sh", *FAST[1:]], env)
+    r = _run(["bash", "recipes/mlmt/math/HLT_LLT_RR_1_1.sh", *FAST[1:]], _embedded_default(out, tiny_dir))
     assert r.returncode == 0, r.stderr
+    info = json.loads((out / "HLT_LLT_RR_1_1" / "run_info.json").read_text())
+    assert info["base_model"] == "embedded"
     return out / "HLT_LLT_RR_1_1"
 
 
 @pytest.mark.parametrize("launcher,schedule", [("HLT_LLT_RR_1_15.sh", (1, 15)), ("HLT_LLT_RR_1_20.sh", (1, 20))])
 def test_schedule_launchers(tiny_dir, tmp_path, launcher, schedule):
-    env = {"MODEL_PATH": str(tiny_dir), "NUM_STAGES": "1", "TRAIN_BATCH_SIZE": "2", "OUTPUT_DIR": str(tmp_path)}
-    r = _run(["bash", f"recipes/mlmt/math/{launcher}", *FAST[1:]], env)
+    r = _run(["bash", f"recipes/mlmt/math/{launcher}", *FAST[1:]], _embedded_default(tmp_path, tiny_dir))
     assert r.returncode == 0, r.stderr
     cfg = (tmp_path / launcher[:-3] / "train_config.yaml").read_text()
     assert f"coach: {schedule[0]}\n    solver: {schedule[1]}" in cfg and "wandb_project: mlmt_rl" in cfg
@@ -96,8 +108,7 @@ def test_schedule_launchers(tiny_dir, tmp_path, launcher, schedule):
 
 @pytest.mark.parametrize("share", ["lora", "weights"])
 def test_shared_launcher(tiny_dir, tmp_path, share):
-    env = {"MODEL_PATH": str(tiny_dir), "NUM_STAGES": "1", "TRAIN_BATCH_SIZE": "2", "OUTPUT_DIR": str(tmp_path),
-           "SHARE": share}
+    env = dict(_embedded_default(tmp_path, tiny_dir), SHARE=share)
     r = _run(["bash", "recipes/mlmt/math/run_1gpu_shared.sh", *FAST[1:]], env)
     assert r.returncode == 0, r.stderr
     info = json.loads((tmp_path / f"mlmt_1gpu_shared_{share}" / "run_info.json").read_text())
@@ -115,6 +126,7 @@ def test_eval_math500_three_turns(mlmt_run, tmp_path):
     assert {"turn1", "turn3", "improvement_rate", "degradation_rate", "coach_accuracy"} <= set(m)
     line = json.loads((tmp_path / "ev" / "predictions.jsonl").read_text().splitlines()[0])
     assert len(line["turn1_correct"]) == 2 and len(line["responses"][0]) == 3
+    assert line["problem"].count("+") == 2  # an MLMT run is evaluated on MLMT's task, the sum of three
 
 
 def _eval(args, env=None):
