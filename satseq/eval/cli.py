@@ -37,7 +37,8 @@ def _parse_ks(values: Optional[List[str]]) -> Optional[list[int]]:
 
 def eval_command(
     dataset: str = typer.Option(..., "--dataset",
-                                help="aime24 | math500 | math | gsm8k | embedded | a .jsonl/.json/.parquet path | a hub id"),
+                                help="aime24 | math500 | math | gsm8k | embedded (the sum of three for MLMT runs and "
+                                     "--workflow coach) | a .jsonl/.json/.parquet path | a hub id"),
     checkpoint_dir: str = typer.Option(
         "embedded", "--checkpoint_dir",
         help="a SAT-Seq run dir (relay over its agents), an HF model dir, a hub id, 'smollm2', or 'embedded'"),

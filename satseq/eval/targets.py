@@ -166,13 +166,9 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
     identity = str(Path(src).resolve()) if isinstance(src, Path) else str(src)
     max_new = CHAT_MAX_NEW_TOKENS
     if fmt.name == "embedded":
-        from satseq.config.schema import RolloutConfig
+        from satseq.config.schema import MLMT_MAX_NEW_TOKENS, RolloutConfig
 
-        max_new = RolloutConfig().max_new_tokens
-        if workflow == "coach":
-            from satseq.data.sum_of_three import MAX_NEW_TOKENS
-
-            max_new = MAX_NEW_TOKENS
+        max_new = MLMT_MAX_NEW_TOKENS if workflow == "coach" else RolloutConfig().max_new_tokens
     pool = AgentPool.full(["model"], [model], tok, device=device)
     return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
                   default_max_new_tokens=max_new, info={"spec": spec},
