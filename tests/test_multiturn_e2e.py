@@ -115,6 +115,16 @@ def test_shared_launcher(tiny_dir, tmp_path, share):
     assert info["mode"] == ("lora" if share == "lora" else "full")
 
 
+def test_mlmt_dashboard(mlmt_run, tmp_path):
+    from satseq.plots import _run_info, read_metrics
+
+    p = _run([sys.executable, "-m", "satseq.cli", "plot", str(mlmt_run), "--out", str(tmp_path / "d.png")])
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "d.png").stat().st_size > 10_000
+    (tmp_path / "bare").mkdir()  # without run_info.json the layout is inferred from the metric names
+    assert _run_info(tmp_path / "bare", read_metrics(mlmt_run))[0] == "mlmt"
+
+
 def test_eval_math500_three_turns(mlmt_run, tmp_path):
     bad = _run(["bash", "recipes/mlmt/math/eval_math500.sh"])
     assert bad.returncode == 2 and "usage" in bad.stderr
