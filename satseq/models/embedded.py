@@ -101,7 +101,7 @@ def ensure_mlmt_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTCon
                            n_examples: int = 30000, eval_size: int = HELD_OUT_POOL, show_progress: bool = True,
                            console=print) -> Path:
     """The warm start for MLMT: the base warm start, SFT continued on the three-operand solver, coach
-    and refine transcripts of :mod:`satseq.data.sum_of_three` (~7 minutes on 2 CPU cores, once)."""
+    and refine transcripts of :mod:`satseq.data.sum_of_three` (~6 minutes on 2 CPU cores, once)."""
     from satseq.data.sum_of_three import MIX, mlmt_examples
 
     def examples():
