@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 from satseq.workflows.episode import Problem
 
@@ -81,17 +82,8 @@ class ArithmeticTask:
     def problems(self, n: int, *, split: str = "train", exclude: set[str] | None = None) -> list[Problem]:
         """``n`` distinct problems; ``split`` changes the stream, ``exclude`` keeps splits disjoint."""
         rng = random.Random(f"{self.seed}-{split}")
-        seen = set(exclude or ())
-        out: list[Problem] = []
-        while len(out) < n:
-            a, b = rng.randint(self.low, self.high), rng.randint(self.low, self.high)
-            text = f"{a}+{b}"
-            if text in seen:
-                continue
-            seen.add(text)
-            out.append(Problem(problem_id=f"{split}-{len(out)}", problem=text, answer=str(a + b),
-                               meta={"a": a, "b": b}))
-        return out
+        return distinct_problems(n, split, exclude, lambda: (rng.randint(self.low, self.high),
+                                                             rng.randint(self.low, self.high)))
 
     def sft_examples(self, n: int, *, max_previous: int = 2, p_careful: float = 0.5,
                      exclude: set[str] | None = None) -> list[tuple[str, str]]:
@@ -112,6 +104,23 @@ class ArithmeticTask:
             completion = careful_solution(a, b) if rng.random() < p_careful else boxed(str(a + b))
             out.append((prompt, completion))
         return out
+
+
+def distinct_problems(n: int, split: str, exclude: set[str] | None,
+                      draw: Callable[[], tuple[int, ...]]) -> list[Problem]:
+    """``n`` distinct sums ``x+y(+z...)`` of the operands ``draw()`` returns, none in ``exclude``;
+    ids ``<split>-<i>``, operands in ``meta`` as ``a``, ``b``, ``c``."""
+    seen = set(exclude or ())
+    out: list[Problem] = []
+    while len(out) < n:
+        operands = draw()
+        text = "+".join(map(str, operands))
+        if text in seen:
+            continue
+        seen.add(text)
+        out.append(Problem(problem_id=f"{split}-{len(out)}", problem=text, answer=str(sum(operands)),
+                           meta=dict(zip("abc", operands))))
+    return out
 
 
 def near_miss(x: int, rng: random.Random) -> int:

@@ -30,7 +30,8 @@ import random
 from dataclasses import dataclass
 
 from satseq.config.schema import MLMT_MAX_NEW_TOKENS as MAX_NEW_TOKENS  # noqa: F401  (~70-character demos)
-from satseq.data.arithmetic import boxed, careful_solution, column_chain, near_miss, render_prompt
+from satseq.data.arithmetic import (boxed, careful_solution, column_chain, distinct_problems, near_miss,
+                                    render_prompt)
 from satseq.data.multiturn import coach_prompt, refine_prompt
 from satseq.workflows.episode import Problem
 
@@ -72,17 +73,7 @@ class SumOfThreeTask:
 
     def problems(self, n: int, *, split: str = "train", exclude: set[str] | None = None) -> list[Problem]:
         rng = random.Random(f"{self.seed}-sum3-{split}")
-        seen = set(exclude or ())
-        out: list[Problem] = []
-        while len(out) < n:
-            a, b, c = _draw(rng)
-            text = f"{a}+{b}+{c}"
-            if text in seen:
-                continue
-            seen.add(text)
-            out.append(Problem(problem_id=f"{split}-{len(out)}", problem=text, answer=str(a + b + c),
-                               meta={"a": a, "b": b, "c": c}))
-        return out
+        return distinct_problems(n, split, exclude, lambda: _draw(rng))
 
 
 def _draw(rng: random.Random) -> tuple[int, int, int]:
