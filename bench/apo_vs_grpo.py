@@ -78,8 +78,9 @@ def _one(a, root: Path, seed: int) -> dict:
 
     from satseq.config import load_config
     from satseq.methods.apo.stage1 import cache_path, compute_vstar
-    from satseq.train import GRPO_AGENT, train
-    from satseq.trainers.runtime import build_runtime
+    from satseq.methods.registry import get_method
+    from satseq.train import train
+    from satseq.runtime import build_runtime
 
     out = root / f"seed{seed}"
     out.mkdir(parents=True, exist_ok=True)
@@ -101,8 +102,8 @@ def _one(a, root: Path, seed: int) -> dict:
     acfg = load_config(None, base + APO + a.apo + ["run_name=apo"])
     shutil.rmtree(acfg.run_dir, ignore_errors=True)  # no stale checkpoints or V* cache of an earlier trial
     t = time.perf_counter()
-    rt = build_runtime(acfg, [GRPO_AGENT], [None], quiet)
-    cache, _ = compute_vstar(acfg, rt, GRPO_AGENT, console=quiet)
+    rt = build_runtime(acfg, get_method("apo"), quiet)
+    cache, _ = compute_vstar(acfg, rt, rt.pool.names[0], console=quiet)
     cache.save(cache_path(acfg))
     stage1 = time.perf_counter() - t
     del rt

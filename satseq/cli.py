@@ -1,6 +1,6 @@
 """The ``satseq`` command line.
 
-    satseq train CONFIG [key=value ...]     train (SAT-Seq or GRPO), resumable
+    satseq train CONFIG [key=value ...]     train any registered method (method=...), resumable
     satseq sft [--out DIR] [--steps N]       build the embedded warm start
     satseq quickstart                        warm start → SAT-Seq and GRPO → before/after table
     satseq eval ...                          evaluate a model or a run directory
@@ -85,15 +85,14 @@ def vstar(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
     """A*-PO stage 1: sample apo.n_samples responses per training prompt, write the V* cache."""
     from satseq.config import load_config
     from satseq.methods.apo.stage1 import cache_path, compute_vstar
-    from satseq.rewards.grade import load_custom_reward
-    from satseq.train import GRPO_AGENT
-    from satseq.trainers.runtime import build_runtime
+    from satseq.methods.registry import get_method
+    from satseq.rewards.custom import resolve_custom_reward
+    from satseq.runtime import build_runtime
 
     path, overrides = _split_config_args(args or [])
     cfg = load_config(path, ["method=apo", *overrides])
-    rt = build_runtime(cfg, [GRPO_AGENT], [None], typer.echo)
-    custom = load_custom_reward(cfg.reward.custom) if cfg.reward.custom else None
-    cache, secs = compute_vstar(cfg, rt, GRPO_AGENT, custom=custom)
+    rt = build_runtime(cfg, get_method(cfg.method), typer.echo)
+    cache, secs = compute_vstar(cfg, rt, rt.pool.names[0], custom=resolve_custom_reward(cfg))
     cache.save(cache_path(cfg))
     v = cache.vstar
     solvable = len(cache.solvable_ids()) / max(1, len(v))
@@ -114,7 +113,7 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
     import torch
 
     from satseq.models.embedded import ensure_warm_start, warm_start_dir
-    from satseq.trainers.sft import SFTConfig
+    from satseq.models.sft import SFTConfig
 
     if threads:
         torch.set_num_threads(threads)

@@ -1,4 +1,4 @@
-"""``satseq plot RUN_DIR``: the six-panel training dashboard (see :mod:`satseq.plots`).
+"""``satseq plot RUN_DIR``: the six-panel training dashboard (see :mod:`satseq.plotting.dashboard`).
 
 Matplotlib is imported only when the command runs, so registering it costs the CLI nothing.
 """
@@ -15,7 +15,8 @@ from satseq.errors import SatseqError
 def plot_command(run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="a run directory (holds metrics.jsonl)"),
                  out: Optional[Path] = typer.Option(None, "--out", help="PNG path (default RUN_DIR/dashboard.png)")):
     """Draw the run's six-panel metrics dashboard to a PNG; warn on a low answer change ratio."""
-    from satseq.plots import collapse_warning, plot_dashboard
+    from satseq.plotting.common import collapse_warning
+    from satseq.plotting.dashboard import plot_dashboard
     from satseq.tracking import METRICS_FILE, read_metrics
 
     run_dir = Path(run_dir)

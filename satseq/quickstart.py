@@ -54,7 +54,7 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     from rich.console import Console
     from rich.table import Table
 
-    from satseq.train import GRPO_AGENT, build_method, train
+    from satseq.train import build_run, train
 
     con = console or Console()
     t_start = time.perf_counter()
@@ -63,7 +63,7 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     # 1-2. warm start and the "before" numbers (the warm start plays all three agents)
     cfg = _config(output_dir, "sat_seq", stages, seed)
     t0 = time.perf_counter()
-    rt = build_method(cfg, console=con.print).rt
+    rt = build_run(cfg, console=con.print).rt
     results["timings_s"]["warm_start"] = time.perf_counter() - t0
     warm = rt.pool
     single = evaluate_single(warm, AGENTS[0], rt.fmt, rt.engine, rt.eval[:PASS_AT_K_PROBLEMS], n=8, sampling=rt.sampling,
@@ -76,7 +76,7 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     t0 = time.perf_counter()
     run_dir = train(cfg, console=con.print)
     results["timings_s"]["sat_seq_train"] = time.perf_counter() - t0
-    trained = build_method(_config(output_dir, "sat_seq", stages, seed), console=con.print).rt
+    trained = build_run(_config(output_dir, "sat_seq", stages, seed), console=con.print).rt
     from satseq.checkpoint import load_trainer_state
 
     load_trainer_state(run_dir, trained.pool)
@@ -87,9 +87,9 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     t0 = time.perf_counter()
     grun = train(gcfg, console=con.print)
     results["timings_s"]["grpo_train"] = time.perf_counter() - t0
-    grt = build_method(_config(output_dir, "grpo", stages, seed), console=con.print).rt
+    grt = build_run(_config(output_dir, "grpo", stages, seed), console=con.print).rt
     load_trainer_state(grun, grt.pool)
-    policy = grt.pool.module(GRPO_AGENT)
+    policy = grt.pool.module(grt.pool.names[0])
     relay_pool = AgentPool.full(AGENTS, [policy] * len(AGENTS), grt.tokenizer)
     results["grpo"] = _relay_eval(relay_pool, grt, EVAL_SAMPLES, seed)
     results["timings_s"]["total"] = time.perf_counter() - t_start

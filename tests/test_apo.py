@@ -19,7 +19,7 @@ from satseq.methods.apo.vstar import (
     solvable_mask,
     vstar_from_rewards,
 )
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 
 # ---------------------------------------------------------------- V*
 

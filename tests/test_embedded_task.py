@@ -82,7 +82,7 @@ def test_multiturn_warm_start_builds_on_the_base_atomically(tmp_path):
 
     from satseq.models.embedded import ensure_multiturn_warm_start, multiturn_warm_start_dir, warm_start_dir
     from satseq.models.tiny import build_tiny_model, save_model_dir
-    from satseq.trainers.sft import SFTConfig
+    from satseq.models.sft import SFTConfig
 
     base = warm_start_dir(tmp_path)
     model, tok = build_tiny_model(seed=0)

@@ -10,7 +10,7 @@ from satseq.methods.mlmt.updater import MLMTUpdater, mlmt_rollout_metrics
 from satseq.models.agents import AgentPool
 from satseq.rollout.types import SamplingParams
 from satseq.workflows.coach import CoachWorkflow
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 from satseq.workflows.mlmt_prompts import ChatMLMTFormat, EmbeddedMLMTFormat
 from tests.conftest import ScriptedEngine
 
@@ -52,7 +52,7 @@ def test_coach_workflow_shared_actor_and_groups(tiny):
     wf = CoachWorkflow({"solver": "actor", "coach": "actor"}, EmbeddedMLMTFormat(tok), SamplingParams())
     eps = wf.rollout([P, Q], _pool(tiny, ["actor"]), eng, group_size=2)
     assert [ep.group for ep in eps] == [0, 0, 1, 1]
-    assert all(t.info["agent"] == "actor" for ep in eps for t in ep.turns)
+    assert all(t.agent == "actor" for ep in eps for t in ep.turns)
     assert len(eng.calls) == 12  # 4 episodes x 3 turns, batched per turn
 
 
@@ -188,7 +188,7 @@ def test_rewards_and_per_turn_advantages(tiny):
 
 
 def test_rollout_metrics_by_hand():
-    from satseq.workflows.episode import Episode, Problem, Turn
+    from satseq.records import Episode, Problem, Turn
 
     def ep(answers, gold="7"):
         e = Episode(problem=Problem(problem_id="p", problem="3+4", answer=gold), group=0)

@@ -116,7 +116,8 @@ def test_shared_launcher(tiny_dir, tmp_path, share):
 
 
 def test_mlmt_dashboard(mlmt_run, tmp_path):
-    from satseq.plots import _run_info, read_metrics
+    from satseq.plotting.dashboard import run_info as _run_info
+    from satseq.tracking import read_metrics
 
     p = _run([sys.executable, "-m", "satseq.cli", "plot", str(mlmt_run), "--out", str(tmp_path / "d.png")])
     assert p.returncode == 0, p.stderr

@@ -5,9 +5,9 @@ import torch
 from satseq.methods.pag.advantages import ROLE_IDS, assign_pag_advantages, pag_advantages
 from satseq.methods.pag.metrics import collapse_warning, pag_metrics
 from satseq.models.agents import AgentPool
-from satseq.rewards.pag_rewards import assign_pag_rewards
+from satseq.methods.pag.rewards import assign_pag_rewards
 from satseq.rollout.types import SamplingParams
-from satseq.workflows.episode import Episode, Problem, Turn
+from satseq.records import Episode, Problem, Turn
 from satseq.workflows.pag_prompts import ChatPAGFormat, EmbeddedPAGFormat, parse_verdict
 from satseq.workflows.self_verify import SelfVerifyWorkflow
 from tests.conftest import ScriptedEngine
@@ -41,14 +41,14 @@ def _judge(prompt):
 
 
 def _roles(ep):
-    return [t.info["pag_role"] for t in ep.turns]
+    return [t.role for t in ep.turns]
 
 
 def test_no_revision_after_correct_verdict(tiny):
     eps, eng = _run(tiny, lambda p: "\\boxed{936}" if p.startswith("____") else _judge(p))
     ep = eps[0]
     assert eng.calls == ["____|____|347+589=", "0936|chk?|347+589="]
-    assert _roles(ep) == ["policy", "verifier"] and [t.role for t in ep.turns] == ["agent_1"] * 2
+    assert _roles(ep) == ["policy", "verifier"] and [t.agent for t in ep.turns] == ["agent_1"] * 2
     assert [t.index for t in ep.turns] == [0, 1] and ep.turns[1].answer is None
     assert ep.turns[1].info["verdict"] == "correct" and ep.turns[1].info["judged_turn"] == 0
     assert ep.prediction == "936"
@@ -197,15 +197,15 @@ def test_advantages_groups_and_grpo_convention():
 
 
 def _t(role, idx, answer=None, verdict=None, judged=None, attempt=1):
-    info = {"pag_role": role, "attempt": attempt}
+    info = {"attempt": attempt}
     if role == "verifier":
         info.update(verdict=verdict, judged_turn=judged)
-    return Turn(role="a", index=idx, prompt_text="", prompt_ids=[], response_ids=[], behaviour_logprobs=[],
+    return Turn(role=role, agent="a", index=idx, prompt_text="", prompt_ids=[], response_ids=[], behaviour_logprobs=[],
                 text="", finish_reason="eos", answer=answer, info=info)
 
 
 def _ep(group, turns):
-    pol = [t.answer for t in turns if t.info["pag_role"] == "policy"]
+    pol = [t.answer for t in turns if t.role == "policy"]
     return Episode(problem=Problem(f"q{group}", "1+1", "2"), group=group, turns=turns, prediction=pol[-1],
                    info={"revised": len(pol) > 1, "answer_t1": pol[0], "final_answer": pol[-1]})
 

@@ -1,16 +1,20 @@
-"""`satseq plot`: the six-panel dashboard from metrics.jsonl (SAT-Seq and PAG layouts), CLI errors,
-the answer-change-ratio collapse warning."""
+"""`satseq plot`: the six-panel dashboard from metrics.jsonl (SAT-Seq, PAG / GRPO and MLMT layouts,
+chosen through the method registry), method inference, CLI errors, the answer-change-ratio collapse
+warning, and the layouts' imports (no cycle back to the dashboard)."""
 from __future__ import annotations
 
+import ast
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
 from satseq.errors import SatseqError
 from satseq.plot_cli import plot_command
-from satseq.plots import collapse_warning, moving_average, plot_dashboard
+from satseq.plotting.common import collapse_warning, moving_average
+from satseq.plotting.dashboard import DEFAULT_METHOD, infer_method, plot_dashboard, run_info
 
 AGENTS = ["agent_1", "agent_2", "agent_3"]
 
@@ -98,6 +102,56 @@ def test_missing_run_metadata_is_inferred(tmp_path):
     run.mkdir()
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _sat_seq_rows(8)))
     _assert_png(plot_dashboard(run, tmp_path / "bare.png"))
+
+
+def test_infer_method_and_agents(tmp_path):
+    assert infer_method([k for r in _sat_seq_rows(2) for k in r]) == "sat_seq"
+    assert infer_method(["step", "agent_1/kl_quantile"]) == "sat_seq"
+    assert infer_method([k for r in _pag_rows(2) for k in r]) == "pag"
+    assert infer_method(["step", "mlmt/acc_t1", "solver/loss"]) == "mlmt"
+    assert infer_method(["step", "policy/loss"]) == DEFAULT_METHOD == "grpo"
+    (tmp_path / "run_info.json").write_text(json.dumps({"method": "apo"}))  # run_info.json wins; agents inferred
+    assert run_info(tmp_path, _pag_rows(2)) == ("apo", ["policy"])
+
+
+def test_mlmt_dashboard(tmp_path):
+    rng = random.Random(3)
+    rows = [{"step": s, "solver/loss": rng.gauss(0, 0.1), "coach/loss": rng.gauss(0.1, 0.1),
+             "mlmt/acc_t1": 0.3 + s / 100, "mlmt/acc_t3": 0.35 + s / 90, "coach/reward": rng.random(),
+             "solver/kl_ref": 0.01 * s, "mlmt/improvement_rate": 0.1} for s in range(12)]
+    rows += [{"step": 11, "eval/mlmt/acc_t1": 0.4, "eval/mlmt/acc_t3": 0.5}]
+    run = _write_run(tmp_path / "mlmt", "mlmt", ["solver", "coach"], rows)
+    _assert_png(plot_dashboard(run))
+
+
+@pytest.mark.parametrize("method,title", [("sat_seq", "SAT-Seq"), ("mlmt", "MLMT-RL"), ("pag", "PAG"),
+                                          ("apo", "A*-PO"), ("grpo", "GRPO")])
+def test_builtin_methods_own_their_layout(method, title):
+    from satseq.methods.registry import get_method
+
+    m = get_method(method)  # a built-in must be registered: an unknown method falls back to the default layout
+    assert m.title == title and callable(m.dashboard)
+
+
+def test_unknown_method_gets_the_default_layout(tmp_path):
+    rows = [{"step": s, "policy/loss": 0.1 * s, "policy/accuracy": s / 10} for s in range(8)]
+    run = _write_run(tmp_path / "run", "no_such_method", ["policy"], rows)
+    _assert_png(plot_dashboard(run))
+
+
+def test_layouts_import_only_the_common_helpers():
+    """A layout (``methods/<name>/dashboard.py``) imports nothing of satseq but satseq.plotting.common:
+    the dashboard imports the layouts (through the registry), never the other way round."""
+    root = Path(__file__).resolve().parents[1] / "satseq"
+    layouts = sorted(root.glob("methods/*/dashboard.py"))
+    assert {p.parent.name for p in layouts} >= {"sat_seq", "pag", "mlmt"}
+    for path in layouts + [root / "plotting" / "common.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                if name.split(".")[0] == "satseq":
+                    assert name == "satseq.plotting.common" and path.name != "common.py", (path, name)
 
 
 def test_cli_errors(tmp_path):

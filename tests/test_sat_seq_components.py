@@ -120,7 +120,7 @@ def test_seq_ratio_loss_value_and_grad(mode):
     mask[5] = False  # an empty sequence is left out
     c = torch.tensor([1.0, 0.5, 0.9, 0.2, 1.0, 1.0], dtype=torch.float64)
     kl = torch.rand(B, T, generator=g, dtype=torch.float64) * 0.1
-    loss, met = seq_ratio_loss(logp, cur, adv, mask, is_weight=c, kl=kl, beta=0.3, clip_eps=0.1, ratio=mode)
+    loss, met = seq_ratio_loss(logp, cur, adv, mask, is_weight=c, kl=kl, beta=0.3, clip_low=0.1, clip_high=0.1, ratio=mode)
     ref = _sat_ref(logp, cur, adv, mask, c, kl, 0.3, 0.1, mode)
     assert torch.allclose(loss, ref)
     (g1,) = torch.autograd.grad(loss, logp)
@@ -137,7 +137,7 @@ def test_seq_ratio_loss_hand_case_and_is_weight_detached():
     logp = torch.tensor([[0.4, 0.6]], requires_grad=True)
     c = torch.tensor([0.5], requires_grad=True)
     loss, met = seq_ratio_loss(logp, torch.zeros(1, 2), torch.tensor([2.0]), torch.ones(1, 2), is_weight=c,
-                               kl=torch.tensor([[0.2, 0.4]]), beta=0.5, clip_eps=0.2)
+                               kl=torch.tensor([[0.2, 0.4]]), beta=0.5, clip_low=0.2, clip_high=0.2)
     assert abs(loss.item() - (-0.5 * 1.2 * 2 + 0.5 * 0.3)) < 1e-6
     assert met["clipfrac"] == 1.0 and abs(met["ratio_mean"] - math.exp(0.5)) < 1e-6
     loss.backward()

@@ -12,7 +12,7 @@ from satseq.models.agents import AgentPool
 from satseq.rewards.turn_rewards import assign_relay_rewards
 from satseq.rollout.hf_engine import HFEngine
 from satseq.rollout.types import SamplingParams
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 from satseq.workflows.prompts import EmbeddedFormat
 from satseq.workflows.relay import RelayWorkflow
 

@@ -87,7 +87,7 @@ def test_mlmt_and_the_coach_workflow_use_the_sum_of_three():
 
 def test_training_datasets_follow_the_method():
     from satseq.config import load_config
-    from satseq.trainers.runtime import load_datasets
+    from satseq.runtime import load_datasets
 
     train, held = load_datasets(load_config(None, ["method=mlmt", "data.train_size=20", "data.eval_size=10"]))
     assert all(p.problem.count("+") == 2 for p in train + held)
@@ -101,7 +101,7 @@ def test_mlmt_warm_start_builds_on_the_base_atomically(tmp_path):
 
     from satseq.models.embedded import ensure_for, mlmt_warm_start_dir, warm_start_dir
     from satseq.models.tiny import build_tiny_model, save_model_dir
-    from satseq.trainers.sft import SFTConfig
+    from satseq.models.sft import SFTConfig
 
     base = warm_start_dir(tmp_path)
     model, tok = build_tiny_model(seed=0)

@@ -2,7 +2,7 @@
 from satseq.models.agents import AgentPool
 from satseq.rewards.turn_rewards import assign_outcome_rewards, assign_relay_rewards
 from satseq.rollout.types import SamplingParams
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 from satseq.workflows.prompts import EmbeddedFormat
 from satseq.workflows.relay import RelayWorkflow
 from satseq.workflows.single import SingleWorkflow

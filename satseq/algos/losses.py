@@ -21,6 +21,18 @@ GSPO (``gspo``, arXiv 2507.18071), sequence ratio ``s_i = exp(mean_t log r_{i,t}
 whose value is ``s_i`` at every token and whose gradient is GSPO's.
 
 ``advantages`` may be ``[B]`` (broadcast to tokens) or ``[B, T]``.
+
+**The clipped policy-gradient loss signature** (every loss an updater selects by name through
+``grpo.policy_loss`` or ``sat_seq.policy_loss``; registering a function with it is enough to use
+it from YAML)::
+
+    loss_fn(logp, old_logp, advantages, mask, *, clip_low, clip_high, agg_mode,
+            is_weight=None, kl=None, beta=0.0, **options) -> (loss, metrics)
+
+``logp`` / ``old_logp`` / ``mask`` ``[B, T]``; ``is_weight`` ``[B]`` a detached per-sequence weight
+on the surrogate (SAT-Seq's truncated IS factor; None = 1); ``kl`` ``[B, T]`` a per-token KL
+estimate added as ``beta · agg(kl)`` (the metric ``kl`` reports ``agg(kl)``); ``metrics`` holds at
+least ``clipfrac``. Options a loss does not take are an error of the caller, never ignored.
 """
 from __future__ import annotations
 
@@ -65,6 +77,18 @@ def _token_adv(advantages: Tensor, like: Tensor) -> Tensor:
     return advantages
 
 
+def _weighted_with_kl(loss_mat: Tensor, mask: Tensor, agg_mode: str, norm_const, is_weight, kl, beta):
+    """``agg(c_b · loss_mat) + beta · agg(kl)`` (the shared tail of the clipped losses); returns
+    (loss, agg(kl) or None)."""
+    if is_weight is not None:
+        loss_mat = loss_mat * is_weight.detach().to(loss_mat.dtype).unsqueeze(-1)
+    loss = agg_loss(loss_mat, mask, agg_mode, norm_const)
+    if kl is None:
+        return loss, None
+    kl_term = agg_loss(kl, mask, agg_mode, norm_const)
+    return loss + beta * kl_term, kl_term
+
+
 @register_loss("ppo")
 def ppo_clip_loss(
     logp: Tensor,
@@ -76,8 +100,11 @@ def ppo_clip_loss(
     agg_mode: str = "token-mean",
     clip_ratio_c: float | None = 3.0,
     norm_const: float | None = None,
+    is_weight: Tensor | None = None,
+    kl: Tensor | None = None,
+    beta: float = 0.0,
 ) -> tuple[Tensor, dict[str, float]]:
-    """Clipped PPO surrogate with dual clip; returns (loss, {clipfrac, approx_kl, ratio_mean})."""
+    """Clipped PPO surrogate with dual clip; returns (loss, {clipfrac, approx_kl, ratio_mean[, kl]})."""
     adv = _token_adv(advantages, logp).detach()
     log_ratio = torch.clamp(logp - old_logp.detach(), min=-20.0, max=20.0)
     ratio = torch.exp(log_ratio)
@@ -86,13 +113,15 @@ def ppo_clip_loss(
     loss_mat = torch.maximum(l1, l2)
     if clip_ratio_c is not None:
         loss_mat = torch.where(adv < 0, torch.minimum(loss_mat, -adv * clip_ratio_c), loss_mat)
-    loss = agg_loss(loss_mat, mask, agg_mode, norm_const)
+    loss, kl_term = _weighted_with_kl(loss_mat, mask, agg_mode, norm_const, is_weight, kl, beta)
     with torch.no_grad():
         metrics = {
             "clipfrac": masked_mean((l2 > l1).to(logp.dtype), mask).item(),
             "approx_kl": masked_mean(-log_ratio, mask).item(),
             "ratio_mean": masked_mean(ratio, mask).item(),
         }
+        if kl_term is not None:
+            metrics["kl"] = float(kl_term.detach())
     return loss, metrics
 
 
@@ -106,8 +135,11 @@ def gspo_loss(
     clip_high: float = 4e-4,
     agg_mode: str = "seq-mean-token-mean",
     norm_const: float | None = None,
+    is_weight: Tensor | None = None,
+    kl: Tensor | None = None,
+    beta: float = 0.0,
 ) -> tuple[Tensor, dict[str, float]]:
-    """GSPO sequence-ratio clipped loss; returns (loss, {clipfrac, approx_kl, ratio_mean})."""
+    """GSPO sequence-ratio clipped loss; returns (loss, {clipfrac, approx_kl, ratio_mean[, kl]})."""
     adv = _token_adv(advantages, logp).detach()
     m = mask.to(logp.dtype)
     log_ratio = logp - old_logp.detach()
@@ -116,11 +148,13 @@ def gspo_loss(
     s = torch.exp(torch.clamp(log_s, max=10.0))
     l1 = -adv * s
     l2 = -adv * torch.clamp(s, 1.0 - clip_low, 1.0 + clip_high)
-    loss = agg_loss(torch.maximum(l1, l2), mask, agg_mode, norm_const)
+    loss, kl_term = _weighted_with_kl(torch.maximum(l1, l2), mask, agg_mode, norm_const, is_weight, kl, beta)
     with torch.no_grad():
         metrics = {
             "clipfrac": masked_mean((l2 > l1).to(logp.dtype), mask).item(),
             "approx_kl": masked_mean(-log_ratio, mask).item(),
             "ratio_mean": masked_mean(s, mask).item(),
         }
+        if kl_term is not None:
+            metrics["kl"] = float(kl_term.detach())
     return loss, metrics

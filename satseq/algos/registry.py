@@ -8,10 +8,15 @@ Every estimator and loss is a pure tensor function registered under a short name
     @register_loss("ppo")
     def ppo_clip_loss(logp, old_logp, advantages, mask, ...): ...
 
-Configs name them (``algorithm.adv_estimator``, ``actor.policy_loss``) and trainers look them
-up with :func:`get_adv` / :func:`get_loss`; an unknown name is a one-line
-:class:`~satseq.errors.ConfigError` that lists the known names. Importing :mod:`satseq.algos`
-fills both registries (including the SAT-Seq entries that live in ``satseq.methods.sat_seq``).
+Configs name them (``grpo.adv_estimator``, ``grpo.policy_loss``, ``sat_seq.policy_loss``,
+``apo.loss``), the config loader checks the names (:func:`check_name`), and updaters look them up
+with :func:`get_adv` / :func:`get_loss`; an unknown name is a one-line
+:class:`~satseq.errors.ConfigError` that lists the known names. A loss has a kind:
+``clipped_pg`` (the one signature of :mod:`satseq.algos.losses`) or ``regression`` (A*-PO's).
+
+Importing :mod:`satseq.algos` registers the generic entries (``grpo``, ``dr_grpo``, ``ppo``,
+``gspo``); a method registers its own formulas in its own package (SAT-Seq's ``seqaware`` and
+``sat_seq``, A*-PO's ``apo``) when it is imported, so this layer never imports a method.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ADV_ESTIMATORS: dict[str, Callable[..., Any]] = {}
 POLICY_LOSSES: dict[str, Callable[..., Any]] = {}
+LOSS_KINDS: dict[str, str] = {}
 
 
 def _register(table: dict[str, Callable[..., Any]], kind: str, name: str) -> Callable[[F], F]:
@@ -41,9 +47,25 @@ def register_adv(name: str) -> Callable[[F], F]:
     return _register(ADV_ESTIMATORS, "advantage estimator", name)
 
 
-def register_loss(name: str) -> Callable[[F], F]:
-    """Decorator: register a policy loss under ``name``."""
+def register_loss(name: str, kind: str = "clipped_pg") -> Callable[[F], F]:
+    """Decorator: register a policy loss under ``name`` (``kind``: clipped_pg or regression)."""
+    LOSS_KINDS[name] = kind
     return _register(POLICY_LOSSES, "policy loss", name)
+
+
+def loss_names(kind: str | None = None) -> list[str]:
+    _populate()
+    return sorted(n for n in POLICY_LOSSES if kind is None or LOSS_KINDS.get(n) == kind)
+
+
+def check_name(key: str, name: str, *, kind: str) -> None:
+    """Config-load check: ``name`` (the value of config key ``key``) is a registered advantage
+    estimator (``kind="adv"``) or loss of that kind; else a one-line ConfigError listing them."""
+    _populate()
+    known = sorted(ADV_ESTIMATORS) if kind == "adv" else loss_names(kind)
+    if name not in known:
+        what = "advantage estimator" if kind == "adv" else f"{kind} policy loss"
+        raise ConfigError(f"config key '{key}': unknown {what} '{name}' (known: {', '.join(known)})")
 
 
 def _get(table: dict[str, Callable[..., Any]], kind: str, name: str) -> Callable[..., Any]:

@@ -217,9 +217,30 @@ def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()
         key = _apply_override(data, str(item))
         override_keys[key] = str(item)
     try:
-        return TrainConfig.model_validate(data)
+        cfg = TrainConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, source, override_keys)) from None
+    return finalize(cfg)
+
+
+def finalize(cfg: TrainConfig) -> TrainConfig:
+    """The method's part of loading: ``method`` must be registered; the method's defaults fill the
+    keys the user left unset (``run_name``; e.g. ``rollout.max_new_tokens`` for MLMT); the method
+    checks its settings (:meth:`satseq.methods.base.Method.validate`). Idempotent."""
+    from satseq.methods.registry import get_method
+
+    method = get_method(cfg.method)
+    if "run_name" not in cfg.model_fields_set:
+        cfg.__dict__["run_name"] = method.default_run_name  # plain set: stays "unset" for a reload
+    for key, value in method.config_defaults.items():
+        *parents, leaf = key.split(".")
+        node = cfg
+        for p in parents:
+            node = getattr(node, p)
+        if leaf not in node.model_fields_set:
+            node.__dict__[leaf] = value
+    method.validate(cfg)
+    return cfg
 
 
 def dump_config(cfg: TrainConfig) -> dict:

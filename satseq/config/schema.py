@@ -5,6 +5,13 @@ key), and every field has a type, a default and a one-line description. The seed
 ``config/sat_seq.yaml`` (sections ``algorithm`` and ``sat_seq``) loads into :class:`TrainConfig`
 unchanged; every other section is optional and falls back to the defaults below.
 
+The common sections (model, data, rollout, algorithm, reward, trainer) are defined here; each
+method's own section is defined in its package (``satseq/methods/<name>/config.py``: ``sat_seq``,
+``grpo``, ``apo``, ``pag``, ``mlmt``) and mounted here. ``method`` names a registered method; the
+loader (:func:`satseq.config.load_config`) checks it, applies the method's defaults to keys the
+user left unset, and lets the method check its section (registered loss and estimator names,
+combinations), all before anything runs.
+
 Load from YAML with overrides through :func:`satseq.config.load_config`.
 """
 from __future__ import annotations
@@ -12,24 +19,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field
 
-KLEstimator = Literal["exact", "k1", "k3"]
-
-
-class _Section(BaseModel):
-    """Base for every config section: unknown keys are errors, assignments are re-validated."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        validate_assignment=True,
-        validate_default=True,
-        coerce_numbers_to_str=True,  # `run_name: 2024` is the string "2024", not an error
-    )
+from satseq.config.section import KLEstimator, Section
+from satseq.methods.apo.config import APOConfig
+from satseq.methods.grpo.config import GRPOConfig
+from satseq.methods.mlmt.config import MLMTConfig, MLMTRoleConfig, MLMTScheduleConfig  # noqa: F401
+from satseq.methods.pag.config import PAGConfig
+from satseq.methods.sat_seq.config import AgentConfig, CertificateConfig, SatSeqConfig
 
 
 # --------------------------------------------------------------------------------------- model
-class LoraConfig(_Section):
+class LoraConfig(Section):
     enabled: Union[Literal["auto"], bool] = Field(
         "auto", description="auto: LoRA for HF models, full fine-tuning for the embedded tiny model")
     r: int = Field(16, ge=1, description="LoRA rank")
@@ -40,7 +41,7 @@ class LoraConfig(_Section):
         description="names of the linear modules that get adapters")
 
 
-class ModelConfig(_Section):
+class ModelConfig(Section):
     path: str = Field(
         "embedded", description='"embedded" = built-in tiny warm-start model; else a HF model dir or hub id')
     gguf_file: Optional[str] = Field(None, description="GGUF file inside `path` to load (dequantized) instead of safetensors")
@@ -52,7 +53,7 @@ class ModelConfig(_Section):
 
 
 # ---------------------------------------------------------------------------------------- data
-class DataConfig(_Section):
+class DataConfig(Section):
     train: str = Field("embedded", description="training set: embedded synthetic task, a file path, or a dataset name")
     eval: str = Field("embedded", description="evaluation set: embedded synthetic task, a file path, or a dataset name")
     train_size: int = Field(4096, ge=1, description="number of training problems used (or generated)")
@@ -61,11 +62,8 @@ class DataConfig(_Section):
 
 
 # ------------------------------------------------------------------------------------- rollout
-MLMT_MAX_NEW_TOKENS = 96  # the embedded coach's two-stage demonstration is ~70 characters
-
-
-class RolloutConfig(_Section):
-    max_new_tokens: int = Field(48, ge=1, description="maximum tokens generated per agent turn (unset: 96 for method=mlmt)")
+class RolloutConfig(Section):
+    max_new_tokens: int = Field(48, ge=1, description="maximum tokens generated per agent turn (a method may set its own default: 96 for mlmt)")
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature (0 = greedy)")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     stop: list[str] = Field(default_factory=list, description="extra stop strings ending a response")
@@ -74,138 +72,31 @@ class RolloutConfig(_Section):
 
 
 # ----------------------------------------------------------------------------------- algorithm
-class KLCtrlConfig(_Section):
+class KLCtrlConfig(Section):
     kl_coef: float = Field(0.001, ge=0.0, description="initial KL penalty coefficient beta")
     target_kl: float = Field(0.05, gt=0.0, description="target KL divergence threshold delta")
     quantile: float = Field(0.99, gt=0.0, lt=1.0, description="quantile level for the KL check (1 - alpha), 0<q<1")
     estimator: KLEstimator = Field("exact", description="per-state KL used by the quantile check")
 
 
-class AlgorithmConfig(_Section):
+class AlgorithmConfig(Section):
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="discount factor for return computation")
     lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda")
     kl_ctrl: KLCtrlConfig = Field(default_factory=KLCtrlConfig, description="quantile-KL trust-region control")
 
 
-# ------------------------------------------------------------------------------------- sat_seq
-class AgentConfig(_Section):
-    name: str = Field(..., min_length=1, description="agent name (unique; used in checkpoint and metric names)")
-    path: Optional[str] = Field(None, description="this agent's initial model (None or empty = model.path)")
-    trainable: bool = Field(True, description="update this agent (False = frozen teammate)")
-
-
-def _default_agents() -> list[AgentConfig]:
-    return [AgentConfig(name=f"agent_{k}") for k in (1, 2, 3)]
-
-
-class CertificateConfig(_Section):
-    delta: float = Field(0.05, gt=0.0, lt=1.0, description="failure probability of the improvement certificate")
-    w_max: float = Field(2.0, gt=0.0, description="truncation level of the importance weights in the certificate")
-
-
-class SatSeqConfig(_Section):
-    epsilon: float = Field(0.2, gt=0.0, description="PPO clipping parameter epsilon")
-    A_clip: float = Field(5.0, gt=0.0, description="advantage clipping threshold")
-    group_size: int = Field(4, ge=1, description="responses per prompt for aggregation")
-    max_backtracks: int = Field(5, ge=0, description="maximum backtracking iterations per update")
-    agents: list[AgentConfig] = Field(default_factory=_default_agents, description="the K agents, in turn order")
-    scheduler: Literal["fixed", "random", "round_robin", "greedy"] = Field(
-        "random", description="order in which agents are updated within a stage")
-    ppo_epochs: int = Field(1, ge=1, description="passes over the stage's rollouts per agent update")
-    mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
-    ratio: Literal["seq_mean", "token", "product"] = Field(
-        "seq_mean", description="importance ratio form: mean log-ratio per sequence, per token, or sequence product")
-    lr: float = Field(3e-5, gt=0.0, description="learning rate (AdamW)")
-    certificate: CertificateConfig = Field(default_factory=CertificateConfig, description="improvement certificate settings")
-    show_previous: Literal["answers", "responses"] = Field(
-        "answers", description="what later agents see of earlier turns: extracted answers or full responses")
-    previous_budget: int = Field(200, ge=0, description="characters of each earlier response shown")
-    kl_penalty: KLEstimator = Field("k3", description="KL estimator inside the loss")
-
-    @field_validator("agents")
-    @classmethod
-    def _check_agents(cls, agents: list[AgentConfig]) -> list[AgentConfig]:
-        if not agents:
-            raise ValueError("at least one agent is required")
-        seen: set[str] = set()
-        for a in agents:
-            if a.name in seen:
-                raise ValueError(f"agent names must be unique ({a.name!r} repeated)")
-            seen.add(a.name)
-        return agents
-
-
-# ----------------------------------------------------------------------------------------- apo
-class APOConfig(_Section):
-    n_samples: int = Field(8, ge=1, description="stage 1: reference samples per training prompt for V*")
-    beta1: float = Field(0.5, description="stage 1: V* temperature (0 = mean reward, < 0 = V* is 0)")
-    beta2: float = Field(1e-3, gt=0.0, description="stage 2: scale of log(pi/pi_ref) regressed onto r - V*")
-    entropy_coef: float = Field(0.001, ge=0.0, description="stage 2: entropy bonus coefficient")
-    filter_unsolvable: bool = Field(False, description="drop training prompts whose N reference samples all fail")
-    vstar_cache: Optional[str] = Field(None, description="V* cache file (None = <run_dir>/vstar.json; made by `satseq vstar` or on first use)")
-    mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
-    epochs: int = Field(1, ge=1, description="stage 2: passes over each batch (the regression is valid off-policy: its targets do not depend on pi_theta)")
-    lr: float = Field(1e-6, gt=0.0, description="learning rate (AdamW; the official default for 1.5B-7B models)")
-
-
-# ---------------------------------------------------------------------------------------- grpo
-class GRPOConfig(_Section):
-    group_size: int = Field(4, ge=1, description="responses sampled per prompt")
-    epsilon_low: float = Field(0.2, ge=0.0, description="lower clip range of the ratio (1 - eps_low)")
-    epsilon_high: float = Field(0.2, ge=0.0, description="upper clip range of the ratio (1 + eps_high)")
-    kl_coef: float = Field(0.0, ge=0.0, description="KL-to-reference penalty coefficient (0 = none)")
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = Field(
-        "seq-mean-token-mean", description="how token losses are aggregated into the batch loss")
-    adv_estimator: str = Field("grpo", description="advantage estimator name")
-    ppo_epochs: int = Field(1, ge=1, description="passes over the rollouts per update")
-    mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
-    lr: float = Field(3e-5, gt=0.0, description="learning rate (AdamW)")
-
-
-# ----------------------------------------------------------------------------------------- pag
-class PAGConfig(_Section):
-    max_policy_turns: int = Field(2, ge=1, description="most policy turns per episode (solve + revisions)")
-    alpha: float = Field(1.0, description="revision bonus alpha * (R(y_t) - R(y_{t-1})) on policy turns t >= 2")
-    verify_last: bool = Field(True, description="also verify the last policy turn (a verifier training turn; changes nothing in the episode)")
-    adv_group_by: Literal["group_role_turn", "group_role", "role"] = Field(
-        "role", description="baseline group of a turn's advantage: role = the whole batch per role (the paper's RoleAdvNorm; measured best), or per prompt group x role (x turn)")
-    update: Literal["grpo", "apo"] = Field(
-        "grpo", description="grpo: clipped policy gradient (grpo section); apo: A*-PO regression of every turn (apo section, V* from stage 1)")
-    collapse_threshold: float = Field(0.5, ge=0.0, le=1.0, description="warn when the answer change ratio falls below this")
-
-
-# ---------------------------------------------------------------------------------------- mlmt
-class MLMTRoleConfig(_Section):
-    path: Optional[str] = Field(None, description="this role's initial model (None = model.path)")
-    trainable: bool = Field(True, description="update this role (the seed's HLT / LLT)")
-
-
-class MLMTScheduleConfig(_Section):
-    coach: int = Field(1, ge=1, description="coach steps per cycle (the seed's high-level update frequency)")
-    solver: int = Field(1, ge=1, description="solver steps per cycle; the solver trains first; coach=solver=1 trains both every step")
-
-
-class MLMTConfig(_Section):
-    solver: MLMTRoleConfig = Field(default_factory=MLMTRoleConfig, description="the low level: solves (turn 1) and refines (turn 3)")
-    coach: MLMTRoleConfig = Field(default_factory=MLMTRoleConfig, description="the high level: writes feedback (turn 2)")
-    schedule: MLMTScheduleConfig = Field(default_factory=MLMTScheduleConfig, description="alternating schedule {coach: a, solver: b}")
-    share: Literal["none", "weights", "lora"] = Field(
-        "none", description="none: one model per role; weights: one model plays both roles (role prompts); lora: one base, one LoRA adapter per role")
-    lambda_conf: float = Field(0.0, description="weight of the solver's confidence conf(y^) in the coach reward (default 0: 0.1 did not help in measured runs, docs/mlmt.md)")
-    lambda_dep: float = Field(0.1, description="weight of the context dependence dep(g) in the coach reward")
-    dep_max: float = Field(1.0, ge=0.0, description="dep(g) is clipped to [0, dep_max] (nats per token)")
-
-
 # -------------------------------------------------------------------------------------- reward
-class RewardConfig(_Section):
+class RewardConfig(Section):
     own: float = Field(1.0, description="weight of the agent's own answer correctness")
     team: float = Field(1.0, description="weight of the team's vote correctness")
     custom: Optional[str] = Field(None, description='custom reward function "module:function" (None = built-in)')
     timeout: float = Field(5.0, gt=0.0, description="seconds allowed per answer verification")
+    controller: Optional[str] = Field(
+        None, description='a RealController subclass "module:Class" whose _compute_reward(prompt, response, answer) gives each turn\'s reward (as reward.custom)')
 
 
 # ------------------------------------------------------------------------------------- trainer
-class TrainerConfig(_Section):
+class TrainerConfig(Section):
     num_stages: int = Field(40, ge=1, description="training stages (one rollout batch + agent updates each)")
     train_batch_size: int = Field(8, ge=1, description="prompts per stage")
     save_every: int = Field(10, ge=0, description="write HF checkpoints every N stages and at the end (0 = end only)")
@@ -224,12 +115,12 @@ class TrainerConfig(_Section):
 
 
 # ------------------------------------------------------------------------------------ top level
-class TrainConfig(_Section):
+class TrainConfig(Section):
     run_name: str = Field("sat_seq_dapo", min_length=1,
-                          description="run name; the run directory is output_dir/run_name (unset: sat_seq_dapo for SAT-Seq, else the method's name)")
+                          description="run name; the run directory is output_dir/run_name (unset: the method's default, sat_seq_dapo for SAT-Seq, else the method's name)")
     output_dir: str = Field("outputs", description="parent directory of run directories")
     seed: int = Field(0, description="global random seed")
-    method: Literal["sat_seq", "grpo", "apo", "pag", "mlmt"] = Field("sat_seq", description="training method")
+    method: str = Field("sat_seq", min_length=1, description="training method: a registered method (satseq.methods: sat_seq, grpo, apo, pag, mlmt, ...)")
     device: str = Field("auto", description='torch device ("auto" = cuda if available, else cpu)')
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")
     resume: bool = Field(True, description="continue from the run dir's last trainer state if present")
@@ -244,14 +135,6 @@ class TrainConfig(_Section):
     mlmt: MLMTConfig = Field(default_factory=MLMTConfig, description="MLMT-RL (coach and solver); PPO settings from grpo")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="reward shaping")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="training loop, checkpoints, logging")
-
-    @model_validator(mode="after")
-    def _method_defaults(self) -> "TrainConfig":
-        if "run_name" not in self.model_fields_set and self.method != "sat_seq":
-            self.__dict__["run_name"] = self.method  # plain set: no re-validation loop
-        if self.method == "mlmt" and "max_new_tokens" not in self.rollout.model_fields_set:
-            self.rollout.__dict__["max_new_tokens"] = MLMT_MAX_NEW_TOKENS
-        return self
 
     @property
     def run_dir(self) -> Path:

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 
 PREV_WIDTH = 4  # characters used to show one earlier agent's answer in a relay prompt
 
@@ -75,6 +75,7 @@ def render_prompt(problem: str, previous: list[str | None] = (), slots: int = RE
 class ArithmeticTask:
     """Generator of problems and SFT transcripts; ``seed`` fixes everything."""
 
+    identity = "embedded"  # the dataset name `satseq eval --dataset embedded` records
     seed: int = 0
     low: int = 100
     high: int = 999

@@ -38,7 +38,7 @@ from typing import Any, Callable
 from satseq.errors import ConfigError, DataError, OfflineError
 from satseq.rewards.extract import extract_boxed, parse_gsm8k_answer
 from satseq.utils.io import read_jsonl
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 
 __all__ = ["BENCHMARKS", "HUB_SOURCES", "load_problems", "resolve_data_dir"]
 

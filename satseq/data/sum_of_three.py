@@ -29,11 +29,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from satseq.config.schema import MLMT_MAX_NEW_TOKENS as MAX_NEW_TOKENS  # noqa: F401  (~70-character demos)
+MAX_NEW_TOKENS = 96  # the coach's two-stage demonstration is ~70 characters (MLMT's rollout.max_new_tokens default)
 from satseq.data.arithmetic import (boxed, careful_solution, column_chain, distinct_problems, near_miss,
                                     render_prompt)
 from satseq.data.multiturn import coach_prompt, refine_prompt
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 
 A_RANGE, C_RANGE = (100, 499), (100, 999)
 P_COPY_HINT = 0.6
@@ -69,6 +69,7 @@ def two_stage_solution(a: int, b: int, c: int) -> str:
 class SumOfThreeTask:
     """Problems of the form ``a+b+c``; ``seed`` fixes everything; splits are disjoint via ``exclude``."""
 
+    identity = "embedded-sum3"  # the dataset name `satseq eval --dataset embedded` records
     seed: int = 0
 
     def problems(self, n: int, *, split: str = "train", exclude: set[str] | None = None) -> list[Problem]:

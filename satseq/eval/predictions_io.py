@@ -19,7 +19,7 @@ from satseq.errors import SatseqError
 from satseq.eval.metrics import majority_vote, problem_metrics
 from satseq.eval.targets import Target
 from satseq.utils.io import read_jsonl, write_jsonl
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 
 PREDICTIONS = "predictions.jsonl"
 CONFIG_FILE = "inference_config.yaml"
@@ -127,11 +127,11 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
             rec["turn1_answers"] = [ep.info["answer_t1"] for ep in eps]
             rec["turn1_correct"] = [bool(ep.turns[0].correct) for ep in eps]
             rec["verdicts"] = [ep.info["verdicts"] for ep in eps]
-            rec["verifier_correct"] = [[bool(t.correct) for t in ep.turns if t.info["pag_role"] == "verifier"]
+            rec["verifier_correct"] = [[bool(t.correct) for t in ep.turns if t.role == "verifier"]
                                        for ep in eps]
             rec["revised"] = [bool(ep.info["revised"]) for ep in eps]
             rec["answer_changed"] = [not same_answer(ep.info["answer_t1"], ep.prediction) for ep in eps]
-            rec["pag_roles"] = [[t.info["pag_role"] for t in ep.turns] for ep in eps]
+            rec["pag_roles"] = [[t.role for t in ep.turns] for ep in eps]
             rec["responses"] = [[t.text for t in ep.turns] for ep in eps]
             rec["finish_reasons"] = [[t.finish_reason for t in ep.turns] for ep in eps]
         elif target.workflow == "coach":

@@ -2,7 +2,8 @@
 
 ``evaluate_relay`` runs the relay ``n`` times per problem and reports, for every agent, the mean
 correctness of its answers (sampled pass@1 = avg@n) and pass@k over its n samples, plus the same
-for the vote. ``evaluate_single`` does the same for one policy answering alone.
+for the vote. ``evaluate_single`` does the same for one policy answering alone; ``evaluate_multiturn`` runs any
+workflow and reports the metrics its method computes.
 """
 from __future__ import annotations
 
@@ -51,19 +52,9 @@ def evaluate_single(pool, agent: str, fmt, engine, problems, *, n: int = 1, samp
     return out
 
 
-def evaluate_multiturn(workflow, pool, engine, problems, *, n: int = 1, generator: torch.Generator | None = None,
-                       sampling: SamplingParams | None = None) -> dict:
-    """Run a multi-turn workflow (``self_verify`` or ``coach``) ``n`` times per problem; returns its
-    metrics: PAG's (Acc@t1, Acc@final, verifier accuracy and recalls, revision rate, answer change
-    ratio) or MLMT's (accuracy after turn 1 and 3, coach accuracy, improvement and degradation)."""
+def evaluate_multiturn(workflow, pool, engine, problems, *, metrics, n: int = 1,
+                       generator: torch.Generator | None = None, sampling: SamplingParams | None = None) -> dict:
+    """Run a multi-turn workflow ``n`` times per problem; ``metrics(episodes) -> dict`` is the method's
+    (PAG: Acc@t1, Acc@final, verifier accuracy...; MLMT: accuracy after turn 1 and 3, coach accuracy...)."""
     episodes = workflow.rollout(problems, pool, engine, group_size=n, generator=generator, sampling=sampling)
-    if workflow.name == "self_verify":
-        from satseq.methods.pag.metrics import pag_metrics
-
-        return {f"pag/{k}": v for k, v in pag_metrics(episodes).items() if v is not None}
-    if workflow.name == "coach":
-        from satseq.methods.mlmt.updater import mlmt_rollout_metrics
-
-        grade_episodes(episodes)
-        return mlmt_rollout_metrics(episodes)
-    raise ValueError(f"evaluate_multiturn: no metrics for workflow {workflow.name!r}")
+    return metrics(episodes)

@@ -58,10 +58,10 @@ from satseq.eval.predictions_io import (
     records,
 )
 from satseq.eval.report import compute_metrics, print_table  # noqa: F401  (re-exported)
-from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, Target, load_target  # noqa: F401  (re-exported)
+from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, Target, load_target, method_of  # noqa: F401  (re-exported)
 from satseq.rollout.types import SamplingParams
 from satseq.utils.io import append_jsonl, read_jsonl, write_json, write_yaml
-from satseq.workflows.episode import Problem
+from satseq.records import Problem
 
 __all__ = [
     "EMBEDDED_DATASET",
@@ -122,32 +122,21 @@ def _resolve_ks(ks: Sequence[int] | None, n: int, console) -> list[int]:
 
 # -------------------------------------------------------------------------------------- data
 def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None,
-                  embedded_user: str | None = None) -> tuple[list[Problem], str]:
+                  method=None) -> tuple[list[Problem], str]:
     """Problems and the dataset's identity (a benchmark name / hub id, or an absolute path).
-    ``embedded_user`` (a method or workflow) picks the embedded task: MLMT's is the sum of three."""
+    ``embedded`` is the held-out split of ``method``'s embedded task (MLMT's is the sum of three)."""
     from satseq.data.loading import load_problems
 
     if dataset == EMBEDDED_DATASET:
-        from satseq.models.embedded import SUM_OF_THREE_USERS, embedded_task
-        from satseq.trainers.runtime import EMBEDDED_TASK_SEED
+        from satseq.runtime import EMBEDDED_TASK_SEED
 
         size = EMBEDDED_EVAL_DEFAULT if limit is None else limit
-        name = "embedded-sum3" if embedded_user in SUM_OF_THREE_USERS else "embedded"
-        problems = embedded_task(embedded_user, EMBEDDED_TASK_SEED).problems(size, split="eval")
-        return problems, f"{name}:eval:seed{EMBEDDED_TASK_SEED}"
+        task = method.embedded_task(EMBEDDED_TASK_SEED)
+        return task.problems(size, split="eval"), f"{task.identity}:eval:seed{EMBEDDED_TASK_SEED}"
     problems = load_problems(dataset, split="test", data_dir=data_dir, limit=limit)
     p = Path(dataset).expanduser()
     identity = str(p.resolve()) if p.exists() else dataset
     return problems, identity
-
-
-def _run_method(checkpoint_dir) -> str | None:
-    """The ``method`` recorded in a run directory's ``run_info.json`` (None for a single model)."""
-    info = Path(checkpoint_dir).expanduser() / "run_info.json"
-    try:
-        return json.loads(info.read_text()).get("method")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 # ----------------------------------------------------------------------------------- metrics
@@ -189,10 +178,8 @@ def run_evaluation(
     batch_size=, device=)`` replaces the HF rollout engine (tests). See the module docstring.
     """
     from satseq.rollout.hf_engine import HFEngine
-    from satseq.rewards.turn_rewards import grade_episodes
     from satseq.utils.progress import progress_bar
-    from satseq.workflows.relay import RelayWorkflow
-    from satseq.workflows.single import SingleWorkflow
+    from satseq.workflows.base import make_workflow
 
     t_start = time.perf_counter()
     if n < 1:
@@ -201,8 +188,11 @@ def run_evaluation(
         raise ConfigError(f"--batch_size must be >= 1, got {batch_size}")
     if threads < 0:
         raise ConfigError(f"--threads must be >= 0, got {threads}")
-    if workflow not in (None, "coach", "self_verify"):
-        raise ConfigError(f"--workflow must be 'coach' or 'self_verify' (or left out), got '{workflow}'")
+    from satseq.workflows.base import WORKFLOWS, _load_builtin
+
+    _load_builtin()
+    if workflow is not None and workflow not in WORKFLOWS:
+        raise ConfigError(f"--workflow must be one of {', '.join(sorted(WORKFLOWS))} (or left out), got '{workflow}'")
     ks = _resolve_ks(ks, n, console)
     if threads > 0:
         torch.set_num_threads(threads)
@@ -213,7 +203,7 @@ def run_evaluation(
 
     # Cheap checks first: the dataset and any existing output, before loading a model.
     problems, dataset_id = _load_dataset(dataset, data_dir=data_dir, limit=limit,
-                                         embedded_user=workflow or _run_method(checkpoint_dir))
+                                         method=method_of(checkpoint_dir, workflow))
     if not problems:
         raise DataError(f"{dataset}: no problems to evaluate")
     ids = [problem_key(p.problem_id) for p in problems]
@@ -259,18 +249,7 @@ def run_evaluation(
     done = {problem_key(r.get("problem_id")) for r in rows}
     todo = [(i, p) for i, p in enumerate(problems) if problem_key(p.problem_id) not in done]
     per_chunk = max(1, batch_size // n)
-    if target.workflow == "coach":
-        from satseq.workflows.coach import CoachWorkflow
-
-        wf = CoachWorkflow(target.roles, target.fmt, sampling)
-    elif target.workflow == "self_verify":
-        from satseq.workflows.self_verify import SelfVerifyWorkflow
-
-        wf = SelfVerifyWorkflow(target.agents[0], target.fmt, sampling, target.max_policy_turns)
-    elif target.kind == "run":
-        wf = RelayWorkflow(target.agents, target.fmt, sampling)
-    else:
-        wf = SingleWorkflow(target.agents[0], target.fmt, sampling)
+    wf = make_workflow(target.workflow, target.roles, target.fmt, sampling, **target.options)
     make = engine_factory or HFEngine
     engine = make(target.pool.tokenizer, batch_size=batch_size, device=dev)
     if rows and todo:
@@ -288,12 +267,7 @@ def run_evaluation(
             chunk = [p for _, p in items]
             gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + c)
             episodes = wf.rollout(chunk, target.pool, engine, group_size=n, generator=gen)
-            if target.workflow == "self_verify":
-                from satseq.rewards.pag_rewards import grade_pag_episodes
-
-                grade_pag_episodes(episodes)
-            else:
-                grade_episodes(episodes)
+            target.method.grade(episodes)
             for rec in records(target, chunk, episodes, n, ks):
                 append_jsonl(out_dir / PREDICTIONS, rec)
                 correct_so_far.append(sum(rec["correct"]) / len(rec["correct"]))

@@ -1,18 +1,16 @@
 """What ``satseq eval`` evaluates: resolve ``--checkpoint_dir`` and load it as a :class:`Target`.
 
-- a **SAT-Seq run directory** (it holds ``run_info.json``): the agents of the latest stage for
-  which every agent has a checkpoint (or ``stage``), loaded as the run saved them (full models or
-  LoRA adapters on the run's base model, the LoRA shape taken from the saved adapter), answering in
-  turn with the ``relay`` workflow and the run's prompt format; the team's prediction is the
-  agents' majority vote;
-- an **MLMT run directory** (``method: mlmt`` in ``run_info.json``): its solver and coach (or the
-  one shared actor) in the three-turn ``coach`` workflow;
-- a **PAG run directory** (``method: pag``): its policy in the ``self_verify`` workflow (solve →
-  verify → revise after "wrong", up to the run's ``pag.max_policy_turns``);
+- a **run directory** (it holds ``run_info.json``): the agents of the latest stage for which every
+  agent has a checkpoint (or ``stage``), loaded as the run saved them (full models or LoRA adapters
+  on the run's base model, the LoRA shape taken from the saved adapter), in the workflow of the
+  run's method (``run_info.json``'s ``method``, looked up in the registry) with the run's prompt
+  format and workflow options: a SAT-Seq run answers in turn (``relay``, the team's prediction is
+  the agents' majority vote); an MLMT run plays solver and coach (``coach``); a PAG run solves,
+  verifies, revises (``self_verify``); GRPO and A*-PO runs answer alone (``single``);
 - a **single model** (an HF model directory, a hub id, ``smollm2``, or ``embedded`` = the embedded
-  warm start), answering alone with the ``single`` workflow, or playing both MLMT roles with
-  ``--workflow coach``, or solving and verifying itself with ``--workflow self_verify``
-  (``embedded`` is then the multi-turn warm start).
+  warm start), answering alone with the ``single`` workflow, or playing every role of
+  ``--workflow coach`` / ``--workflow self_verify``; the method that trains with that workflow
+  supplies the prompt format and, for ``embedded``, its warm start.
 
 Prompt format: a model whose ``config.json`` says ``"satseq_prompt_format": "embedded"`` gets the
 embedded task's format; any other model gets :class:`~satseq.workflows.prompts.ChatFormat` (the
@@ -29,7 +27,7 @@ from typing import Any
 
 from satseq.errors import ConfigError, SatseqError
 
-__all__ = ["CHAT_MAX_NEW_TOKENS", "Target", "load_target"]
+__all__ = ["CHAT_MAX_NEW_TOKENS", "Target", "load_target", "method_of"]
 
 CHAT_MAX_NEW_TOKENS = 512
 
@@ -47,17 +45,10 @@ class Target:
     default_max_new_tokens: int = CHAT_MAX_NEW_TOKENS
     stop: tuple[str, ...] = ()
     info: dict = field(default_factory=dict)
-    roles: dict[str, str] | None = None  # coach workflow: role -> agent
-    self_verify: bool = False            # PAG's solve -> verify -> revise
-    max_policy_turns: int = 2
-
-    @property
-    def workflow(self) -> str:
-        if self.roles is not None:
-            return "coach"
-        if self.self_verify:
-            return "self_verify"
-        return "relay" if self.kind == "run" else "single"
+    method: Any = None                   # the registered method whose workflow and grading apply
+    workflow: str = "single"             # the workflow it runs in
+    roles: Any = None                    # role -> agent (or one agent name: it plays every role)
+    options: dict = field(default_factory=dict)  # workflow options (e.g. PAG's max_policy_turns)
 
 
 def _is_run_dir(p: Path) -> bool:
@@ -101,9 +92,35 @@ def _lora_shape_from_adapter(cfg, adapter_dir: Path) -> None:
         cfg.model.lora.target_modules = sorted(tm)
 
 
+def method_of(checkpoint_dir=None, workflow: str | None = None):
+    """The registered method a target stands for: the run's (``run_info.json``), else the one that
+    trains with ``workflow`` (default ``single``)."""
+    from satseq.methods.registry import get_method, method_for_workflow
+
+    info = Path(str(checkpoint_dir or "")).expanduser() / "run_info.json"
+    try:
+        name = json.loads(info.read_text(encoding="utf-8")).get("method") if info.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        name = None
+    if isinstance(name, str):
+        return get_method(name)
+    m = method_for_workflow(workflow or "single")
+    if m is None:
+        raise ConfigError(f"--workflow {workflow}: no registered method trains with it")
+    return m
+
+
+def _trained_with(workflow: str) -> str:
+    from satseq.methods.registry import method_for_workflow
+
+    m = method_for_workflow(workflow)
+    return m.title if m is not None else workflow
+
+
 def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
     from satseq.config import TrainConfig, load_config
-    from satseq.trainers.runtime import build_pool, prompt_format_of
+    from satseq.config.loader import finalize
+    from satseq.runtime import build_pool, prompt_format_of
 
     try:
         info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
@@ -113,7 +130,8 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
     if not isinstance(names, list) or not names:
         raise SatseqError(f"{run_dir / 'run_info.json'}: no 'agents' list")
     cfg_file = run_dir / "train_config.yaml"
-    cfg = load_config(cfg_file, []) if cfg_file.is_file() else TrainConfig()
+    method = method_of(run_dir)
+    cfg = load_config(cfg_file, []) if cfg_file.is_file() else finalize(TrainConfig(method=method.name))
     if info.get("mode") in ("full", "lora"):
         cfg.model.lora.enabled = info["mode"] == "lora"
     if info.get("base_model") and cfg.model.path != info["base_model"]:
@@ -124,56 +142,48 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)
-        pool = build_pool(cfg, names, [str(dirs[n]) for n in names], device, console)
+        pool = build_pool(cfg, names, [str(dirs[n]) for n in names], device, console, method=method)
     for n in names:
         pool.module(n).eval()
-    fmt = prompt_format_of(pool, cfg)
+    fmt = prompt_format_of(pool, cfg, method)
     max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
-    roles = info.get("roles") if info.get("method") == "mlmt" else None
-    if roles is not None and (set(roles) != {"solver", "coach"} or not set(roles.values()) <= set(names)):
-        raise SatseqError(f"{run_dir / 'run_info.json'}: 'roles' must map solver and coach to its agents")
+    try:
+        roles = method.eval_roles(info, list(names))
+    except SatseqError as e:
+        raise SatseqError(f"{run_dir}/{e}") from None
     return Target(kind="run", model=str(run_dir.resolve()), pool=pool, fmt=fmt, agents=list(names), stage=stage,
                   default_max_new_tokens=max_new, stop=tuple(cfg.rollout.stop),
                   info={"mode": info.get("mode"), "method": info.get("method"),
                         "base_model": info.get("base_model"),
                         "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}},
-                  roles=roles, self_verify=info.get("method") == "pag",
-                  max_policy_turns=cfg.pag.max_policy_turns)
+                  method=method, workflow=method.eval_workflow("run"), roles=roles,
+                  options=method.workflow_options(cfg))
 
 
 def _load_single(spec: str, device: str, console, workflow: str | None = None) -> Target:
+    from satseq.config import TrainConfig
+    from satseq.config.loader import finalize
     from satseq.models.agents import AgentPool
-    from satseq.models.embedded import EMBEDDED, ensure_for
+    from satseq.models.embedded import EMBEDDED
     from satseq.models.loading import load_causal_lm, resolve_model_source
-    from satseq.workflows.prompts import make_format
 
+    method = method_of(None, workflow)
     if spec == EMBEDDED:
-        src: Any = ensure_for(workflow, "outputs", console=console)
+        src: Any = method.ensure_warm_start("outputs", console=console)
     else:
         src = resolve_model_source(spec)
     model, tok = load_causal_lm(src, device=device)
     model.eval()
     kind = getattr(model.config, "satseq_prompt_format", None) or "chat"
-    fmt = make_format(kind, tok)
-    if workflow == "coach":
-        from satseq.workflows.mlmt_prompts import make_mlmt_format
-
-        fmt = make_mlmt_format(kind, tok)
-    elif workflow == "self_verify":
-        from satseq.workflows.pag_prompts import make_pag_format
-
-        fmt = make_pag_format(kind, tok)
+    cfg = finalize(TrainConfig(method=method.name))
+    fmt = method.prompt_format(kind, tok, cfg)
     identity = str(Path(src).resolve()) if isinstance(src, Path) else str(src)
-    max_new = CHAT_MAX_NEW_TOKENS
-    if fmt.name == "embedded":
-        from satseq.config.schema import MLMT_MAX_NEW_TOKENS, RolloutConfig
-
-        max_new = MLMT_MAX_NEW_TOKENS if workflow == "coach" else RolloutConfig().max_new_tokens
+    max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
     pool = AgentPool.full(["model"], [model], tok, device=device)
     return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
-                  default_max_new_tokens=max_new, info={"spec": spec},
-                  roles={"solver": "model", "coach": "model"} if workflow == "coach" else None,
-                  self_verify=workflow == "self_verify")
+                  default_max_new_tokens=max_new, info={"spec": spec}, method=method,
+                  workflow=workflow or method.eval_workflow("single"), roles="model",
+                  options=method.workflow_options(cfg))
 
 
 def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, device: str = "cpu",
@@ -189,7 +199,7 @@ def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, 
         if workflow is not None and workflow != target.workflow:
             raise ConfigError(f"--workflow {workflow}: '{spec}' is a run of method "
                               f"{target.info.get('method')!r} (its workflow is {target.workflow}); pass a "
-                              f"{'MLMT' if workflow == 'coach' else 'PAG'} run directory or a single model")
+                              f"{_trained_with(workflow)} run directory or a single model")
         return target
     if stage is not None:
         raise ConfigError(f"--stage applies to a SAT-Seq run directory (with run_info.json); "

@@ -286,22 +286,18 @@ def correctness_reward(response: str | None, answer: str | None, *, mode: str = 
     return 1.0 if is_equivalent(pred, answer) else 0.0
 
 
-def load_custom_reward(spec: str) -> RewardFn:
-    """Import a user reward ``"package.module:function"`` (or ``"path/to/file.py:function"``).
-
-    The function is called as ``fn(prompt, response, answer) -> float``. Any failure (bad spec,
-    import error, missing attribute, not callable, wrong signature) raises
-    ``ConfigError("reward.custom: cannot import 'x:y' (<reason>)")``.
-    """
+def import_object(spec: str, key: str = "reward.custom", what: str = "module:function") -> Any:
+    """Import ``"package.module:attr"`` (or ``"path/to/file.py:attr"``); any failure is a one-line
+    ``ConfigError("<key>: cannot import 'x:y' (<reason>)")``."""
 
     def fail(reason: str) -> ConfigError:
-        return ConfigError(f"reward.custom: cannot import {spec!r} ({reason})")
+        return ConfigError(f"{key}: cannot import {spec!r} ({reason})")
 
     if not isinstance(spec, str) or spec.count(":") < 1:
-        raise fail("expected 'module:function'")
+        raise fail(f"expected '{what}'")
     mod_name, _, attr = spec.rpartition(":")
     if not mod_name or not attr:
-        raise fail("expected 'module:function'")
+        raise fail(f"expected '{what}'")
     try:
         if mod_name.endswith(".py"):
             path = Path(mod_name)
@@ -327,10 +323,21 @@ def load_custom_reward(spec: str) -> RewardFn:
         obj = getattr(obj, part)
     if not callable(obj):
         raise fail(f"{attr!r} is not callable")
+    return obj
+
+
+def load_custom_reward(spec: str) -> RewardFn:
+    """Import a user reward ``"package.module:function"`` (or ``"path/to/file.py:function"``).
+
+    The function is called as ``fn(prompt, response, answer) -> float``. Any failure (bad spec,
+    import error, missing attribute, not callable, wrong signature) raises
+    ``ConfigError("reward.custom: cannot import 'x:y' (<reason>)")``.
+    """
+    obj = import_object(spec)
     try:
         inspect.signature(obj).bind("prompt", "response", "answer")
     except TypeError as e:
-        raise fail(f"it must accept (prompt, response, answer): {e}") from None
+        raise ConfigError(f"reward.custom: cannot import {spec!r} (it must accept (prompt, response, answer): {e})") from None
     except ValueError:
         pass  # builtins without a signature: trust the user
     return obj

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from satseq.rewards.grade import is_equivalent
-from satseq.workflows.episode import Episode
+from satseq.records import Episode
 
 CustomReward = Callable[[str, str, str], float]
 

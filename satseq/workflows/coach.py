@@ -2,8 +2,8 @@
 
 Turn 0 (the seed's turn 1): the solver answers x → z. Turn 1: the coach sees x and z and writes
 feedback / a demonstration g (never the reference answer). Turn 2: the solver sees x, z, g → ŷ.
-``Turn.role`` is the role (``"solver"`` / ``"coach"``); ``Turn.info["agent"]`` the pool agent that
-played it (the same agent for both roles when weights are shared). The refine turn also records
+``Turn.role`` is the role (``"solver"`` / ``"coach"``); ``Turn.agent`` the pool agent that played it
+(the same agent for both roles when weights are shared). The refine turn also records
 ``info["prompt_ids_without_feedback"]``: the same prompt without g, for the dependence term
 ``dep(g) = [log p(ŷ|x,z,g) − log p(ŷ|x,z)] / |ŷ|`` computed by the updater.
 
@@ -16,20 +16,20 @@ import torch
 
 from satseq.rewards.extract import extract_answer
 from satseq.rollout.types import SamplingParams
-from satseq.workflows.episode import Episode, Problem, Turn
+from satseq.records import Episode, Problem, Turn
+from satseq.workflows.base import check_roles, register_workflow
 
 SOLVER, COACH = "solver", "coach"
 
 
+@register_workflow
 class CoachWorkflow:
     name = "coach"
+    roles = (SOLVER, COACH)
 
     def __init__(self, agents: dict[str, str], prompt_format, sampling: SamplingParams):
         """``agents`` maps each role (``solver``, ``coach``) to the pool agent that plays it."""
-        missing = {SOLVER, COACH} - set(agents)
-        if missing:
-            raise ValueError(f"coach workflow needs agents for roles {sorted(missing)}")
-        self.agents = dict(agents)
+        self.agents = check_roles(self.name, self.roles, agents)
         self.fmt = prompt_format
         self.sampling = sampling
 
@@ -37,12 +37,9 @@ class CoachWorkflow:
         ids = [self.fmt.encode(t) for t in texts]
         gens = engine.generate(pool.module(self.agents[role]), ids, sampling, generator)
         for k, (ep, text, gen) in enumerate(zip(episodes, texts, gens)):
-            info = {"agent": self.agents[role], "turn": len(ep.turns) + 1}
-            if extra is not None:
-                info.update(extra[k])
-            ep.turns.append(Turn(role=role, index=len(ep.turns), prompt_text=text, prompt_ids=gen.prompt_ids,
-                                 response_ids=gen.response_ids, behaviour_logprobs=gen.logprobs, text=gen.text,
-                                 finish_reason=gen.finish_reason, answer=extract_answer(gen.text), info=info))
+            info = {"turn": len(ep.turns) + 1, **(extra[k] if extra is not None else {})}
+            ep.turns.append(Turn.from_generation(gen, role=role, agent=self.agents[role], index=len(ep.turns),
+                                                 prompt_text=text, answer=extract_answer(gen.text), info=info))
 
     def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
                 generator: torch.Generator | None = None, sampling: SamplingParams | None = None) -> list[Episode]:

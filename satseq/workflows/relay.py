@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import torch
 
-from satseq.eval.metrics import majority_vote
+from satseq.rewards.voting import majority_vote
 from satseq.rewards.extract import extract_answer
 from satseq.rewards.grade import is_equivalent
 from satseq.rollout.types import SamplingParams
-from satseq.workflows.episode import Episode, Problem, Turn
+from satseq.records import Episode, Problem, Turn
+from satseq.workflows.base import check_roles, register_workflow
 
 
+@register_workflow
 class RelayWorkflow:
     name = "relay"
+    roles = None
 
-    def __init__(self, agent_names: list[str], prompt_format, sampling: SamplingParams):
-        self.agents = list(agent_names)
+    def __init__(self, agents: dict[str, str], prompt_format, sampling: SamplingParams):
+        """``agents``: role -> agent in turn order (each agent plays the role named after it)."""
+        self.agents = check_roles(self.name, None, agents)
         self.fmt = prompt_format
         self.sampling = sampling
 
@@ -29,15 +33,13 @@ class RelayWorkflow:
                 generator: torch.Generator | None = None, sampling: SamplingParams | None = None) -> list[Episode]:
         sampling = sampling or self.sampling
         episodes = [Episode(problem=p, group=g) for g, p in enumerate(problems) for _ in range(group_size)]
-        for k, agent in enumerate(self.agents):
+        for k, (role, agent) in enumerate(self.agents.items()):
             texts = [self.fmt.relay(ep.problem.problem, [(t.answer, t.text) for t in ep.turns]) for ep in episodes]
             prompt_ids = [self.fmt.encode(t) for t in texts]
             gens = engine.generate(pool.module(agent), prompt_ids, sampling, generator)
             for ep, text, gen in zip(episodes, texts, gens):
-                ep.turns.append(Turn(role=agent, index=k, prompt_text=text, prompt_ids=gen.prompt_ids,
-                                     response_ids=gen.response_ids, behaviour_logprobs=gen.logprobs,
-                                     text=gen.text, finish_reason=gen.finish_reason,
-                                     answer=extract_answer(gen.text)))
+                ep.turns.append(Turn.from_generation(gen, role=role, agent=agent, index=k, prompt_text=text,
+                                                     answer=extract_answer(gen.text)))
         for ep in episodes:
             ep.prediction = majority_vote([t.answer for t in ep.turns], equivalent=is_equivalent, tie_break="last")
         return episodes

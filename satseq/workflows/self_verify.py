@@ -1,7 +1,8 @@
 """The ``self_verify`` workflow (PAG, spec ``apo_pag.md``): one policy solves, verifies, revises.
 
-One agent (``role``: its adapter / parameters) plays two PAG roles with different prompts; each
-turn records ``Turn.role = role`` and ``Turn.info["pag_role"]`` in {"policy", "verifier"}.
+One agent (its adapter / parameters) plays the two PAG roles with different prompts: ``agents``
+maps ``"policy"`` and ``"verifier"`` to it (they may also name two agents). Each turn records
+``Turn.role`` in {"policy", "verifier"} and ``Turn.agent``, the agent that played it.
 Episode, with ``max_policy_turns = M`` (default 2)::
 
     y1 (solve) -> v1 (verify y1) -> [verdict != "correct" and 1 < M] y2 (revise) -> v2 -> ... -> y_M -> v_M
@@ -14,12 +15,12 @@ Episode, with ``max_policy_turns = M`` (default 2)::
 * The prediction is the last policy turn's answer. ``ep.info``: ``revised`` (any y_t, t >= 2),
   ``answer_t1``, ``final_answer``, ``policy_turns``, ``verdicts`` (one per verifier turn) and
   ``stop`` ("accepted": the last verdict is "correct"; else "turn_limit").
-* Per-turn ``info``: ``pag_role``, ``attempt`` (1-based number of the attempt the turn makes or
+* Per-turn ``info``: ``attempt`` (1-based number of the attempt the turn makes or
   judges), and on verifier turns ``verdict`` and ``judged_turn`` (index of the judged policy turn).
   Verifier turns have ``answer = None`` (their verdict is not an answer to the problem).
 
 All active episodes advance in lockstep, one batched ``engine.generate`` per turn; episodes drop
-out when they stop. Rewards: :mod:`satseq.rewards.pag_rewards`; gradients: the trainer.
+out when they stop. Rewards: :mod:`satseq.methods.pag.rewards`; gradients: the trainer.
 """
 from __future__ import annotations
 
@@ -27,34 +28,36 @@ import torch
 
 from satseq.rewards.extract import extract_answer
 from satseq.rollout.types import SamplingParams
-from satseq.workflows.episode import Episode, Problem, Turn
+from satseq.records import Episode, Problem, Turn
+from satseq.workflows.base import check_roles, register_workflow
 
 POLICY, VERIFIER = "policy", "verifier"
 
 
+@register_workflow
 class SelfVerifyWorkflow:
     name = "self_verify"
+    roles = (POLICY, VERIFIER)
 
-    def __init__(self, role: str, prompt_format, sampling: SamplingParams, max_policy_turns: int = 2, *,
+    def __init__(self, agents: dict[str, str], prompt_format, sampling: SamplingParams, max_policy_turns: int = 2, *,
                  verify_last: bool = True):
         if max_policy_turns < 1:
             raise ValueError(f"max_policy_turns must be >= 1, got {max_policy_turns}")
-        self.role = role
+        self.agents = check_roles(self.name, self.roles, agents)
         self.fmt = prompt_format
         self.sampling = sampling
         self.max_policy_turns = int(max_policy_turns)
         self.verify_last = verify_last
 
-    def _turn(self, ep: Episode, text: str, gen, pag_role: str, attempt: int, answer, **info) -> Turn:
-        t = Turn(role=self.role, index=len(ep.turns), prompt_text=text, prompt_ids=gen.prompt_ids,
-                 response_ids=gen.response_ids, behaviour_logprobs=gen.logprobs, text=gen.text,
-                 finish_reason=gen.finish_reason, answer=answer,
-                 info={"pag_role": pag_role, "attempt": attempt, **info})
+    def _turn(self, ep: Episode, text: str, gen, role: str, attempt: int, answer, **info) -> Turn:
+        t = Turn.from_generation(gen, role=role, agent=self.agents[role], index=len(ep.turns), prompt_text=text,
+                                 answer=answer, info={"attempt": attempt, **info})
         ep.turns.append(t)
         return t
 
-    def _generate(self, engine, pool, texts, sampling, generator):
-        return engine.generate(pool.module(self.role), [self.fmt.encode(t) for t in texts], sampling, generator)
+    def _generate(self, engine, pool, role, texts, sampling, generator):
+        return engine.generate(pool.module(self.agents[role]), [self.fmt.encode(t) for t in texts], sampling,
+                               generator)
 
     def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
                 generator: torch.Generator | None = None, sampling: SamplingParams | None = None) -> list[Episode]:
@@ -72,14 +75,14 @@ class SelfVerifyWorkflow:
             else:
                 texts = [self.fmt.revise(episodes[i].problem.problem, last_policy[i].text, last_verify[i].text)
                          for i in active]
-            for i, text, gen in zip(active, texts, self._generate(engine, pool, texts, sampling, generator)):
+            for i, text, gen in zip(active, texts, self._generate(engine, pool, POLICY, texts, sampling, generator)):
                 last_policy[i] = self._turn(episodes[i], text, gen, POLICY, attempt, extract_answer(gen.text))
             at_limit = attempt >= self.max_policy_turns
             if at_limit and not self.verify_last:
                 break
             # verifier turn: judge the attempt just made
             texts = [self.fmt.verify(episodes[i].problem.problem, last_policy[i].text) for i in active]
-            for i, text, gen in zip(active, texts, self._generate(engine, pool, texts, sampling, generator)):
+            for i, text, gen in zip(active, texts, self._generate(engine, pool, VERIFIER, texts, sampling, generator)):
                 last_verify[i] = self._turn(episodes[i], text, gen, VERIFIER, attempt, None,
                                             verdict=self.fmt.parse_verdict(gen.text),
                                             judged_turn=last_policy[i].index)
@@ -87,8 +90,8 @@ class SelfVerifyWorkflow:
                 break
             active = [i for i in active if last_verify[i].info["verdict"] != "correct"]
         for i, ep in enumerate(episodes):
-            policy = [t for t in ep.turns if t.info["pag_role"] == POLICY]
-            verdicts = [t.info["verdict"] for t in ep.turns if t.info["pag_role"] == VERIFIER]
+            policy = ep.turns_of(POLICY)
+            verdicts = [t.info["verdict"] for t in ep.turns_of(VERIFIER)]
             ep.prediction = policy[-1].answer
             accepted = bool(verdicts) and verdicts[-1] == "correct"
             ep.info.update(revised=len(policy) > 1, answer_t1=policy[0].answer, final_answer=ep.prediction,

@@ -5,14 +5,18 @@ import torch
 
 from satseq.rewards.extract import extract_answer
 from satseq.rollout.types import SamplingParams
-from satseq.workflows.episode import Episode, Problem, Turn
+from satseq.records import Episode, Problem, Turn
+from satseq.workflows.base import check_roles, register_workflow
 
 
+@register_workflow
 class SingleWorkflow:
     name = "single"
+    roles = None
 
-    def __init__(self, agent: str, prompt_format, sampling: SamplingParams):
-        self.agent = agent
+    def __init__(self, agents: dict[str, str], prompt_format, sampling: SamplingParams):
+        self.agents = check_roles(self.name, None, agents)
+        self.role, self.agent = next(iter(self.agents.items()))
         self.fmt = prompt_format
         self.sampling = sampling
 
@@ -24,8 +28,7 @@ class SingleWorkflow:
         gens = engine.generate(pool.module(self.agent), [self.fmt.encode(t) for t in texts], sampling, generator)
         for ep, text, gen in zip(episodes, texts, gens):
             ans = extract_answer(gen.text)
-            ep.turns.append(Turn(role=self.agent, index=0, prompt_text=text, prompt_ids=gen.prompt_ids,
-                                 response_ids=gen.response_ids, behaviour_logprobs=gen.logprobs, text=gen.text,
-                                 finish_reason=gen.finish_reason, answer=ans))
+            ep.turns.append(Turn.from_generation(gen, role=self.role, agent=self.agent, index=0, prompt_text=text,
+                                                 answer=ans))
             ep.prediction = ans
         return episodes

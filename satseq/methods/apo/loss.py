@@ -28,7 +28,7 @@ def _check_b(name: str, x: Tensor, b: int) -> Tensor:
     return x
 
 
-@register_loss("apo")
+@register_loss("apo", kind="regression")
 def apo_loss(
     logp: Tensor,
     ref_logp: Tensor,

@@ -9,25 +9,28 @@ from __future__ import annotations
 
 import torch
 
-from satseq.algos import get_loss
-from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, optimizer_step, turns_of_role
-from satseq.workflows.episode import Episode
+import satseq.methods.apo.loss  # noqa: F401  (registers the regression loss apo)
+from satseq.algos.registry import get_loss
+from satseq.records import Episode
+from satseq.update.batch import batch_logprobs, turns_of
+from satseq.update.loop import (make_optimizer, mean, minibatches, optimizer_step, policy_temperature,
+                                reference_logprobs, training_mode)
 
 
 class APOUpdater:
     def __init__(self, cfg, pool, generator: torch.Generator, cache=None, device: str = "cpu"):
         self.cfg, self.pool, self.gen, self.cache, self.device = cfg, pool, generator, cache, device
         self.name = pool.names[0]
-        self.loss_fn = get_loss("apo")
-        self.opt = torch.optim.AdamW(pool.parameters(self.name), lr=cfg.apo.lr, weight_decay=cfg.trainer.weight_decay)
+        self.loss_fn = get_loss(cfg.apo.loss)
+        self.opt = make_optimizer(pool, self.name, cfg.apo.lr, cfg)
         pool.keep_reference(self.name)
-        self.temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+        self.temperature = policy_temperature(cfg)
         self.pad_id = pool.tokenizer.pad_token_id
 
     def update(self, stage: int, episodes: list[Episode]) -> dict:
         rewards = torch.tensor([ep.turns[-1].reward for ep in episodes], dtype=torch.float32)
         vstar = torch.tensor(self.cache.vstar_for([ep.problem.problem_id for ep in episodes]), dtype=torch.float32)
-        m = self.regress(turns_of_role(episodes, self.name), rewards, vstar)
+        m = self.regress(turns_of(episodes, self.name), rewards, vstar)
         return {f"{self.name}/loss": m["loss"], f"{self.name}/entropy": m["entropy"],
                 "apo/advantage_mean": float((rewards - vstar).mean()), "apo/vstar_mean": float(vstar.mean())}
 
@@ -35,24 +38,21 @@ class APOUpdater:
         """One pass of the regression ``(β2 · Σ log π/π_ref − (r − b))²`` over ``batch`` (one reward and
         one baseline per turn: V*(x) for A*-PO; A*-PO + PAG also passes per-turn targets)."""
         a = self.cfg.apo
-        model = self.pool.module(self.name)
-        with self.pool.reference(self.name) as ref:
-            ref_lp, _ = batch_logprobs(ref, batch, self.pad_id, temperature=self.temperature, device=self.device)
+        ref_lp = reference_logprobs(self.pool, self.name, batch, temperature=self.temperature, device=self.device)
         model = self.pool.module(self.name)
         losses, ents = [], []
-        model.train()
-        for idx in (i for _ in range(a.epochs) for i in minibatch_indices(len(batch), a.mini_batch_size, self.gen)):
-            mb = batch.select(idx)
-            lp, m, logdist = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature, device=self.device,
-                                            grad=True, need_logits=True, chunk=len(mb))
-            w = lp.shape[1]
-            entropy = -(logdist.exp() * logdist).sum(-1)
-            loss, lm = self.loss_fn(lp, ref_lp[idx][:, :w], m, rewards[idx], baselines[idx], beta2=a.beta2,
-                                    entropy=entropy, entropy_coef=a.entropy_coef)
-            losses.append(optimizer_step(self.opt, loss, self.pool.parameters(self.name), self.cfg.trainer.grad_clip))
-            ents.append(float(lm.get("entropy", 0.0)))
-        model.eval()
-        return {"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents)}
+        with training_mode(model):
+            for idx, mb in minibatches(batch, a.epochs, a.mini_batch_size, self.gen):
+                lp, m, logdist = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature,
+                                                device=self.device, grad=True, need_logits=True, chunk=len(mb))
+                w = lp.shape[1]
+                entropy = -(logdist.exp() * logdist).sum(-1)
+                loss, lm = self.loss_fn(lp, ref_lp[idx][:, :w], m, rewards[idx], baselines[idx], beta2=a.beta2,
+                                        entropy=entropy, entropy_coef=a.entropy_coef)
+                losses.append(optimizer_step(self.opt, loss, self.pool.parameters(self.name),
+                                             self.cfg.trainer.grad_clip))
+                ents.append(float(lm.get("entropy", 0.0)))
+        return {"loss": mean(losses), "entropy": mean(ents)}
 
     def state_dict(self) -> dict:
         return {"optimizer": self.opt.state_dict()}

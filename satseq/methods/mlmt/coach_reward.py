@@ -39,7 +39,7 @@ def coach_reward(correct: Tensor, conf: Tensor, dep: Tensor, *, lambda_conf: flo
 def solver_scores(model, prompts_with: list[list[int]], prompts_without: list[list[int]],
                   responses: list[list[int]], pad_id: int, *, temperature: float, device) -> tuple[Tensor, Tensor]:
     """(conf, dep) ``[B]`` of the responses under ``model`` (no grad): two forwards, with and without g."""
-    from satseq.trainers.turn_batch import TurnBatch, batch_logprobs
+    from satseq.update.batch import TurnBatch, batch_logprobs
 
     def lp(prompts):
         b = TurnBatch(prompts, responses, torch.zeros(len(prompts), dtype=torch.long), torch.zeros(len(prompts)),

@@ -6,7 +6,7 @@
 2. ``update``: advantages normalized per prompt group *and* per turn index (turn 1 solver, turn 2
    coach, turn 3 solver each get their own baseline: per role, per turn); then, for each pool agent
    that plays a role the schedule trains at this step, one clipped policy-gradient update
-   (:func:`satseq.trainers.pg_update.clipped_pg_update`) on that role's turns, with the k3 KL
+   (:func:`satseq.update.clipped_pg.clipped_pg_update`) on that role's turns, with the k3 KL
    penalty to the reference when ``grpo.kl_coef > 0``. Roles not trained this step, or frozen,
    contribute no gradient; a frozen agent's parameters never change.
 """
@@ -18,10 +18,11 @@ from satseq.algos.advantages import keyed_group_normalize
 from satseq.methods.mlmt.coach_reward import coach_reward, solver_scores
 from satseq.methods.mlmt.schedule import AlternatingSchedule
 from satseq.rewards.turn_rewards import grade_episodes
-from satseq.trainers.pg_update import PGSettings, clipped_pg_update
-from satseq.trainers.turn_batch import turns_of_role
+from satseq.update.clipped_pg import PGSettings, clipped_pg_update
+from satseq.update.batch import turns_of
+from satseq.update.loop import make_optimizer
 from satseq.workflows.coach import COACH, SOLVER
-from satseq.workflows.episode import Episode
+from satseq.records import Episode
 
 
 def mlmt_rollout_metrics(episodes: list[Episode]) -> dict:
@@ -51,8 +52,7 @@ class MLMTUpdater:
         self.settings = PGSettings.from_grpo(cfg)
         trainable = {r for r in (SOLVER, COACH) if getattr(m, r).trainable}
         self.agents = sorted({roles[r] for r in trainable})
-        self.opts = {a: torch.optim.AdamW(pool.parameters(a), lr=cfg.grpo.lr, weight_decay=cfg.trainer.weight_decay)
-                     for a in self.agents}
+        self.opts = {a: make_optimizer(pool, a, cfg.grpo.lr, cfg) for a in self.agents}
         if cfg.grpo.kl_coef > 0:
             for a in self.agents:
                 pool.keep_reference(a)
@@ -95,7 +95,7 @@ class MLMTUpdater:
             roles = [r for r in train_roles if self.roles[r] == agent]
             if not roles:
                 continue
-            batch = turns_of_role(episodes, roles, adv)
+            batch = turns_of(episodes, agent, adv, roles=roles)
             m = clipped_pg_update(self.pool, agent, self.opts[agent], batch, self.settings, generator=self.gen,
                                   device=self.device)
             out.update({f"{agent}/{k}": v for k, v in m.items()})

@@ -1,7 +1,7 @@
 """PAG advantages: turn-independent, normalized separately per role (RoleAdvNorm).
 
 Turn-independent (turn discount 0): a turn's "return" is its own reward r (the revision bonus is
-already inside a revision turn's reward, :mod:`satseq.rewards.pag_rewards`); no later turn's
+already inside a revision turn's reward, :mod:`satseq.methods.pag.rewards`); no later turn's
 reward flows back into it. Per turn, with a baseline group B::
 
     A = (r - mean_B r) / (std_B r + eps)       (unbiased std, as GRPO; ``norm_by_std=False``: r - mean)
@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from satseq.algos.advantages import keyed_group_normalize
-from satseq.workflows.episode import Episode
+from satseq.records import Episode
 
 ROLE_IDS = {"policy": 0, "verifier": 1}
 GROUP_BY = ("group_role_turn", "group_role", "role")
@@ -72,7 +72,7 @@ def episode_turn_tensors(episodes: list[Episode]) -> dict[str, Tensor]:
     return {
         "rewards": torch.tensor([t.reward for _, t in turns], dtype=torch.float32),
         "group_ids": torch.tensor([g for g, _ in turns], dtype=torch.long),
-        "roles": torch.tensor([ROLE_IDS[t.info["pag_role"]] for _, t in turns], dtype=torch.long),
+        "roles": torch.tensor([ROLE_IDS[t.role] for _, t in turns], dtype=torch.long),
         "turn_ids": torch.tensor([t.index for _, t in turns], dtype=torch.long),
     }
 

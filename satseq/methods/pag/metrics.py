@@ -18,8 +18,8 @@ ratio: revisions that copy the first answer (a collapsed self-correction).
 from __future__ import annotations
 
 from satseq.rewards.grade import is_equivalent
-from satseq.rewards.pag_rewards import grade_pag_episodes
-from satseq.workflows.episode import Episode
+from satseq.methods.pag.rewards import grade_pag_episodes
+from satseq.records import Episode
 
 
 def _rate(num: int, den: int) -> float | None:
@@ -34,8 +34,8 @@ def same_answer(a: str | None, b: str | None) -> bool:
 
 def pag_metrics(episodes: list[Episode]) -> dict[str, float | int | None]:
     grade_pag_episodes(episodes)
-    policy = [[t for t in ep.turns if t.info["pag_role"] == "policy"] for ep in episodes]
-    verifier = [[t for t in ep.turns if t.info["pag_role"] == "verifier"] for ep in episodes]
+    policy = [[t for t in ep.turns if t.role == "policy"] for ep in episodes]
+    verifier = [[t for t in ep.turns if t.role == "verifier"] for ep in episodes]
     v_all = [t for vs in verifier for t in vs]
     v_t1 = [vs[0] for vs in verifier if vs]
     on_right = [t for t in v_all if t.info["attempt_correct"]]

@@ -2,7 +2,7 @@
 advantages → one update of the single policy on every turn it took (solve, verify, revise).
 
 ``pag.update = "grpo"`` (default): the clipped policy-gradient update of GRPO
-(:func:`satseq.trainers.pg_update.clipped_pg_update`, settings from the ``grpo`` section) with the
+(:func:`satseq.update.clipped_pg.clipped_pg_update`, settings from the ``grpo`` section) with the
 advantages of :func:`satseq.methods.pag.advantages.pag_advantages`.
 
 ``pag.update = "apo"``: A*-PO + PAG (the seed's notebook; our reading, docs/apo_pag.md). Every turn
@@ -17,20 +17,21 @@ import torch
 
 from satseq.methods.pag.advantages import assign_pag_advantages
 from satseq.methods.pag.metrics import pag_metrics
-from satseq.trainers.pg_update import PGSettings, clipped_pg_update
-from satseq.trainers.turn_batch import turns_of_role
-from satseq.workflows.episode import Episode
+from satseq.update.clipped_pg import PGSettings, clipped_pg_update
+from satseq.update.batch import turns_of
+from satseq.update.loop import make_optimizer
+from satseq.records import Episode
 
 
 def pag_targets(episodes: list[Episode], vstar: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rewards, baselines) per turn, in :func:`turns_of_role` order, for A*-PO + PAG."""
-    v_turns = [t.reward for ep in episodes for t in ep.turns if t.info["pag_role"] == "verifier"]
+    """(rewards, baselines) per turn, in :func:`~satseq.update.batch.turns_of` order, for A*-PO + PAG."""
+    v_turns = [t.reward for ep in episodes for t in ep.turns if t.role == "verifier"]
     v_mean = sum(v_turns) / len(v_turns) if v_turns else 0.0
     r, b = [], []
     for ep, vs in zip(episodes, vstar):
         for t in ep.turns:
             r.append(t.reward)
-            b.append(vs if t.info["pag_role"] == "policy" else v_mean)
+            b.append(vs if t.role == "policy" else v_mean)
     return torch.tensor(r, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)
 
 
@@ -49,8 +50,7 @@ class PAGUpdater:
             self.opt = self.apo.opt
         else:
             self.settings = PGSettings.from_grpo(cfg)
-            self.opt = torch.optim.AdamW(pool.parameters(self.name), lr=cfg.grpo.lr,
-                                         weight_decay=cfg.trainer.weight_decay)
+            self.opt = make_optimizer(pool, self.name, cfg.grpo.lr, cfg)
             if cfg.grpo.kl_coef > 0:
                 pool.keep_reference(self.name)
 
@@ -61,7 +61,7 @@ class PAGUpdater:
         if self.mode == "apo":
             vstar = self.cache.vstar_for([ep.problem.problem_id for ep in episodes])
             rewards, baselines = pag_targets(episodes, vstar)
-            m = self.apo.regress(turns_of_role(episodes, self.name), rewards, baselines)
+            m = self.apo.regress(turns_of(episodes, self.name), rewards, baselines)
             out["apo/vstar_mean"] = sum(vstar) / len(vstar)
         else:
             width = max(len(ep.turns) for ep in episodes)
@@ -70,7 +70,7 @@ class PAGUpdater:
             for e, ep in enumerate(episodes):
                 for t in ep.turns:
                     adv[e, t.index] = next(it)
-            m = clipped_pg_update(self.pool, self.name, self.opt, turns_of_role(episodes, self.name, adv),
+            m = clipped_pg_update(self.pool, self.name, self.opt, turns_of(episodes, self.name, adv),
                                   self.settings, generator=self.gen, device=self.device)
         out.update({f"{self.name}/{k}": v for k, v in m.items()})
         return out

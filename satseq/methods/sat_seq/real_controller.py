@@ -5,8 +5,10 @@
                    ["model.path=Qwen/Qwen2.5-3B-Instruct", "data.train=data/dapo/train.jsonl"]).train()
 
 The reward of every turn comes from :meth:`RealController._compute_reward`. As the seed README
-says, customise it by editing that method — or, better, subclass ``RealController`` and override
-it, or point ``reward.custom`` at any ``module:function`` with the same signature.
+says, customise it by editing that method — or, better, subclass ``RealController``, override it,
+and either call ``MyController(...).train()`` or name the subclass in the config
+(``reward.controller=my_module:MyController``) so that ``satseq train`` and ``train_dapo.sh`` use it
+too. ``reward.custom=module:function`` does the same with a plain function.
 """
 from __future__ import annotations
 
@@ -20,6 +22,13 @@ from satseq.rewards.grade import correctness_reward
 class RealController:
     def __init__(self, config: str | Path | None = None, overrides: Iterable[str] = ()):
         self.cfg = load_config(config, list(overrides))
+
+    @classmethod
+    def from_config(cls, cfg) -> "RealController":
+        """The controller of an already loaded config (how ``reward.controller`` builds it)."""
+        obj = cls.__new__(cls)
+        obj.cfg = cfg
+        return obj
 
     def _compute_reward(self, prompt: str, response: str, answer: str) -> float:
         """Reward of one agent turn: 1.0 when the response's final answer matches ``answer``."""

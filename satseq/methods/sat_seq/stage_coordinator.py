@@ -16,19 +16,22 @@ The rollout, rewards, logging and checkpointing around a stage live in :mod:`sat
 """
 from __future__ import annotations
 
+import inspect
 import time
 
 import torch
 
+import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers policy loss sat_seq)
 from satseq.algos.kl import exact_kl, kl_penalty
+from satseq.algos.registry import get_loss
 from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
 from satseq.methods.sat_seq.agent_scheduler import AgentScheduler
 from satseq.methods.sat_seq.data.reweighting import episode_log_ratio, sequence_log_ratio, truncated_is_weight
 from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController
-from satseq.methods.sat_seq.loss.seq_ratio_loss import seq_ratio_loss
 from satseq.methods.sat_seq.monitor.certificate import AgentCertInput, pac_certificate
-from satseq.trainers.turn_batch import batch_logprobs, minibatch_indices, optimizer_step, turns_of_role
-from satseq.workflows.episode import Episode
+from satseq.records import Episode
+from satseq.update.batch import batch_logprobs, turns_of
+from satseq.update.loop import make_optimizer, mean, minibatches, optimizer_step, policy_temperature, training_mode
 
 _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
 
@@ -46,9 +49,9 @@ class StageCoordinator:
         self.controller = QuantileKLController(target_kl=kc.target_kl, quantile=kc.quantile,
                                                max_backtracks=s.max_backtracks)
         self.betas = {n: kc.kl_coef for n in self.agents}
-        self.optimizers = {n: torch.optim.AdamW(pool.parameters(n), lr=s.lr, weight_decay=cfg.trainer.weight_decay)
-                           for n in self.agents if n in self.trainable}
-        self.temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+        self.optimizers = {n: make_optimizer(pool, n, s.lr, cfg) for n in self.agents if n in self.trainable}
+        self.loss_fn = get_loss(s.policy_loss)
+        self.temperature = policy_temperature(cfg)
         self.pad_id = pool.tokenizer.pad_token_id
 
     # ------------------------------------------------------------------ the stage
@@ -68,7 +71,7 @@ class StageCoordinator:
         for name in order:
             k = self.agents.index(name)
             c = truncated_is_weight(updated_log_ratios, num_episodes=E) if updated_log_ratios else torch.ones(E)
-            batch = turns_of_role(episodes, name, adv.normalized)
+            batch = turns_of(episodes, name, adv.normalized)
             t0 = time.perf_counter()
             res, seq_lr, m = self._update_agent(name, batch, c[batch.episode])
             metrics.update({f"{name}/{key}": v for key, v in m.items()})
@@ -96,11 +99,12 @@ class StageCoordinator:
         cur_dist = out[2] if exact else None
         stats: dict = {"loss": [], "clipfrac": [], "kl": []}
 
+        # sat_seq.ratio goes to the losses that take a ratio form (sat_seq's own does)
+        options = {"ratio": _RATIO[s.ratio]} if "ratio" in inspect.signature(self.loss_fn).parameters else {}
+
         def propose(beta: float) -> None:
-            model.train()
-            for _ in range(s.ppo_epochs):
-                for idx in minibatch_indices(len(batch), s.mini_batch_size, self.gen):
-                    mb = batch.select(idx)
+            with training_mode(model):
+                for idx, mb in minibatches(batch, s.ppo_epochs, s.mini_batch_size, self.gen):
                     lp, m, logits = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature,
                                                    device=self.device, need_logits=True, grad=True,
                                                    chunk=len(mb))
@@ -110,12 +114,12 @@ class StageCoordinator:
                         kl = exact_kl(logits, cur_dist[idx][:, :width]) * m
                     else:
                         kl = kl_penalty(lp, cur, s.kl_penalty) * m
-                    loss, lm = seq_ratio_loss(lp, cur, mb.advantages.to(lp.device), m, is_weight=c[idx],
-                                              kl=kl, beta=beta, clip_eps=s.epsilon, ratio=_RATIO[s.ratio])
+                    loss, lm = self.loss_fn(lp, cur, mb.advantages.to(lp.device), m, clip_low=s.epsilon,
+                                            clip_high=s.epsilon, agg_mode="seq-mean-token-mean", is_weight=c[idx],
+                                            kl=kl, beta=beta, **options)
                     stats["loss"].append(optimizer_step(opt, loss, self.pool.parameters(name),
                                                         self.cfg.trainer.grad_clip))
                     stats["clipfrac"].append(float(lm["clipfrac"]))
-            model.eval()
 
         last: dict = {}
 
@@ -135,7 +139,6 @@ class StageCoordinator:
         self.betas[name] = res.beta
         new_lp = last["new_lp"] if res.accepted else cur_lp  # a rejection restored π_cur exactly
         seq_lr = sequence_log_ratio(new_lp, cur_lp, mask).cpu()
-        mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
         return res, seq_lr, {
             "accepted": float(res.accepted), "backtracks": res.backtracks, "beta": res.beta,
             "kl_quantile": res.kl_quantile, "kl_mean": res.kl_mean, "is_weight_mean": float(c.mean()),

@@ -11,6 +11,11 @@ weight c_b and a per-token KL estimate kl_{b,t} supplied by the caller::
     L_b = -c_b * surr_b + beta * mean_t kl_{b,t}
     loss = mean_b L_b              (over sequences with at least one token)
 
+It has the clipped policy-gradient signature of :mod:`satseq.algos.losses` (``clip_low`` /
+``clip_high`` bound the ratio at ``1 - clip_low`` and ``1 + clip_high``; SAT-Seq sets both to
+``sat_seq.epsilon``); its aggregation is per sequence, so ``agg_mode`` must be
+``seq-mean-token-mean``. The extra option ``ratio`` picks the ratio form.
+
 ``logp`` is log pi_theta (with grad), ``cur_logp`` log pi_cur (the stage's data policy).
 Log-ratios are clamped to [-20, 20] before exp (as verl). ``advantages`` may be ``[B]`` or
 ``[B, T]``; in the sequence/product modes a ``[B, T]`` advantage is averaged over the mask.
@@ -34,15 +39,20 @@ def seq_ratio_loss(
     cur_logp: Tensor,
     advantages: Tensor,
     mask: Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    agg_mode: str = "seq-mean-token-mean",
     is_weight: Tensor | None = None,
     kl: Tensor | None = None,
     beta: float = 0.0,
-    clip_eps: float = 0.2,
     ratio: str = "sequence",
 ) -> tuple[Tensor, dict[str, float]]:
     """SAT-Seq per-sequence clipped loss; returns (loss, {clipfrac, ratio_mean, kl_mean, is_weight_mean})."""
     if ratio not in RATIO_MODES:
         raise ConfigError(f"unknown sat_seq ratio '{ratio}' (known: {', '.join(RATIO_MODES)})")
+    if agg_mode != "seq-mean-token-mean":
+        raise ConfigError(f"policy loss 'sat_seq' aggregates per sequence (seq-mean-token-mean), got '{agg_mode}'")
     m = mask.to(logp.dtype)
     n_tok = m.sum(-1)
     valid = (n_tok > 0).to(logp.dtype)
@@ -55,7 +65,7 @@ def seq_ratio_loss(
         adv = (advantages.unsqueeze(-1).expand_as(logp) if advantages.dim() == 1 else advantages).detach()
         r_tok = torch.exp(log_ratio)
         u = r_tok * adv
-        v = torch.clamp(r_tok, 1.0 - clip_eps, 1.0 + clip_eps) * adv
+        v = torch.clamp(r_tok, 1.0 - clip_low, 1.0 + clip_high) * adv
         surr = (torch.minimum(u, v) * m).sum(-1) / denom
         clipped = ((v < u).to(logp.dtype) * m).sum() / m.sum().clamp(min=1.0)
         r_mean = (r_tok * m).sum() / m.sum().clamp(min=1.0)
@@ -65,7 +75,7 @@ def seq_ratio_loss(
         s = log_ratio.sum(-1)
         r_seq = torch.exp(torch.clamp(s / denom if ratio == "sequence" else s, min=-20.0, max=20.0))
         u = r_seq * adv
-        v = torch.clamp(r_seq, 1.0 - clip_eps, 1.0 + clip_eps) * adv
+        v = torch.clamp(r_seq, 1.0 - clip_low, 1.0 + clip_high) * adv
         surr = torch.minimum(u, v)
         clipped = ((v < u).to(logp.dtype) * valid).sum() / n_seq
         r_mean = (r_seq * valid).sum() / n_seq

@@ -12,12 +12,12 @@ correct", PAG App. A.4):
 Grading sets ``Turn.correct`` (policy: the answer is right; verifier: the verdict is right),
 ``info["attempt_correct"]`` on verifier turns and ``Episode.prediction_correct``;
 :func:`assign_pag_rewards` also stores ``Turn.reward`` and ``info["revision_bonus"]``.
-Turns are told apart by ``Turn.info["pag_role"]`` (see :mod:`satseq.workflows.self_verify`).
+Turns are told apart by ``Turn.role`` (see :mod:`satseq.workflows.self_verify`).
 """
 from __future__ import annotations
 
 from satseq.rewards.grade import is_equivalent
-from satseq.workflows.episode import Episode
+from satseq.records import Episode
 
 
 def verdict_matches(verdict: str | None, attempt_correct: bool) -> bool:
@@ -30,10 +30,10 @@ def grade_pag_episodes(episodes: list[Episode]) -> None:
     for ep in episodes:
         gold = ep.problem.answer
         for t in ep.turns:
-            if t.info.get("pag_role") == "policy":
+            if t.role == "policy":
                 t.correct = t.answer is not None and is_equivalent(t.answer, gold)
         for t in ep.turns:
-            if t.info.get("pag_role") == "verifier":
+            if t.role == "verifier":
                 judged = ep.turns[t.info["judged_turn"]]
                 t.info["attempt_correct"] = judged.correct
                 t.correct = verdict_matches(t.info.get("verdict"), judged.correct)
@@ -46,7 +46,7 @@ def assign_pag_rewards(episodes: list[Episode], *, alpha: float = 1.0) -> None:
     for ep in episodes:
         prev: float | None = None  # R_y of the previous policy turn
         for t in ep.turns:
-            role = t.info.get("pag_role")
+            role = t.role
             if role == "policy":
                 r = float(t.correct)
                 bonus = 0.0 if prev is None else alpha * (r - prev)

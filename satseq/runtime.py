@@ -1,8 +1,9 @@
-"""From a validated config to the live objects a training run needs.
+"""From a validated config and its method to the live objects a training run needs.
 
-``build_runtime`` resolves the device and thread count, loads (or builds) each agent's model into
-an :class:`~satseq.models.agents.AgentPool`, chooses the prompt format, makes the rollout engine,
-and loads the training and held-out problems. All user-input problems surface here as one-line
+``build_runtime(cfg, method)`` resolves the device and thread count, loads (or builds) the agents
+the method declares (:meth:`~satseq.methods.base.Method.agents`) into an
+:class:`~satseq.models.agents.AgentPool`, takes the prompt format from the method, makes the
+rollout engine, and loads the training and held-out problems (``embedded``: the method's task). All user-input problems surface here as one-line
 :class:`~satseq.errors.SatseqError` before any output is written.
 """
 from __future__ import annotations
@@ -16,11 +17,10 @@ import torch
 from satseq.config import TrainConfig
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
-from satseq.models.embedded import EMBEDDED, embedded_task, ensure_for, eval_exclusion
+from satseq.models.embedded import EMBEDDED, eval_exclusion
 from satseq.rollout.engine import make_engine
 from satseq.rollout.types import SamplingParams
-from satseq.workflows.episode import Problem
-from satseq.workflows.prompts import make_format
+from satseq.records import Problem
 
 EMBEDDED_TASK_SEED = 0
 
@@ -65,11 +65,11 @@ def _is_embedded_model(src: str) -> bool:
     return json.loads(cfg_file.read_text()).get("satseq_prompt_format") == "embedded"
 
 
-def _load(path: str, cfg: TrainConfig, device: str, console):
+def _load(path: str, cfg: TrainConfig, device: str, console, method=None):
     from satseq.models.loading import load_causal_lm
 
-    if path == EMBEDDED:  # multi-turn methods start from the warm start that knows their roles
-        path = str(ensure_for(cfg.method, cfg.output_dir, show_progress=cfg.trainer.progress, console=console))
+    if path == EMBEDDED:  # each method starts from the warm start that knows its roles
+        path = str(method.ensure_warm_start(cfg.output_dir, show_progress=cfg.trainer.progress, console=console))
     model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
     if cfg.model.tokenizer:
         from satseq.models.loading import load_tokenizer
@@ -95,8 +95,10 @@ def check_agent_paths(cfg: TrainConfig, names: list[str], paths: list[str | None
 
 
 def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], device: str,
-               console=print, *, path_keys: list[str] | None = None, force_lora: bool = False) -> AgentPool:
-    """Load each agent's policy: full copies (embedded default) or LoRA adapters on one base."""
+               console=print, *, path_keys: list[str] | None = None, force_lora: bool = False,
+               method=None) -> AgentPool:
+    """Load each agent's policy: full copies (embedded default) or LoRA adapters on one base.
+    ``method`` provides the warm start when a path is ``embedded``."""
     path_keys = path_keys or [f"sat_seq.agents[{i}].path" for i in range(len(names))]
     check_agent_paths(cfg, names, paths, path_keys)
     sources = _agent_sources(cfg, paths)
@@ -108,7 +110,7 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
         models, tok = [], None
         for src in sources:
             if src not in loaded:
-                loaded[src] = _load(src, cfg, device, console)
+                loaded[src] = _load(src, cfg, device, console, method)
                 model = loaded[src][0]
             else:
                 model = copy.deepcopy(loaded[src][0])
@@ -130,37 +132,29 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
             raise ConfigError(f"config key '{where}': in LoRA mode every agent shares model.path; "
                               f"'{src}' is not a PEFT adapter dir (set model.lora.enabled=false for full models)")
         adapters[name] = src
-    base, tok = _load(base_path, cfg, device, console)
+    base, tok = _load(base_path, cfg, device, console, method)
     lc = cfg.model.lora
     return AgentPool.lora(names, base, tok, r=lc.r, alpha=lc.alpha, dropout=lc.dropout,
                           target_modules=lc.target_modules, adapter_paths=adapters, device=device)
 
 
-def prompt_format_of(pool: AgentPool, cfg: TrainConfig):
+def prompt_format_of(pool: AgentPool, cfg: TrainConfig, method):
+    """The method's prompt format for the pool's model kind (``satseq_prompt_format`` in its config)."""
     module = pool.module(pool.names[0])
     kind = getattr(getattr(module, "config", None), "satseq_prompt_format", "chat")
-    if cfg.method == "pag":
-        from satseq.workflows.pag_prompts import make_pag_format
-
-        return make_pag_format(kind, pool.tokenizer, chat_template=cfg.model.chat_template)
-    if cfg.method == "mlmt":
-        from satseq.workflows.mlmt_prompts import make_mlmt_format
-
-        return make_mlmt_format(kind, pool.tokenizer, chat_template=cfg.model.chat_template)
-    return make_format(kind, pool.tokenizer, chat_template=cfg.model.chat_template,
-                       show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget)
+    return method.prompt_format(kind, pool.tokenizer, cfg)
 
 
-def load_datasets(cfg: TrainConfig) -> tuple[list[Problem], list[Problem]]:
+def load_datasets(cfg: TrainConfig, method) -> tuple[list[Problem], list[Problem]]:
     from satseq.data.loading import load_problems
 
-    task = embedded_task(cfg.method, seed=EMBEDDED_TASK_SEED)
+    task = method.embedded_task(seed=EMBEDDED_TASK_SEED)
     if cfg.data.eval == EMBEDDED:
         eval_set = task.problems(cfg.data.eval_size, split="eval")
     else:
         eval_set = load_problems(cfg.data.eval, split="test", data_dir=cfg.data.data_dir, limit=cfg.data.eval_size)
     if cfg.data.train == EMBEDDED:
-        train_set = task.problems(cfg.data.train_size, split="train", exclude=eval_exclusion(EMBEDDED_TASK_SEED, method=cfg.method))
+        train_set = task.problems(cfg.data.train_size, split="train", exclude=eval_exclusion(task))
     else:
         train_set = load_problems(cfg.data.train, split="train", data_dir=cfg.data.data_dir, limit=cfg.data.train_size)
     if not train_set:
@@ -168,12 +162,13 @@ def load_datasets(cfg: TrainConfig) -> tuple[list[Problem], list[Problem]]:
     return train_set, eval_set
 
 
-def build_runtime(cfg: TrainConfig, names: list[str], paths: list[str | None], console=print, *,
-                  path_keys: list[str] | None = None, force_lora: bool = False) -> Runtime:
+def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     device = setup_torch(cfg)
-    train_set, eval_set = load_datasets(cfg)
-    pool = build_pool(cfg, names, paths, device, console, path_keys=path_keys, force_lora=force_lora)
-    fmt = prompt_format_of(pool, cfg)
+    train_set, eval_set = load_datasets(cfg, method)
+    spec = method.agents(cfg)
+    pool = build_pool(cfg, spec.names, spec.paths, device, console, path_keys=spec.path_keys,
+                      force_lora=spec.force_lora, method=method)
+    fmt = prompt_format_of(pool, cfg, method)
     stop = tuple(cfg.rollout.stop)
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                               top_p=cfg.rollout.top_p, stop=stop)

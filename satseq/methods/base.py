@@ -1,0 +1,166 @@
+"""The :class:`Method` contract: what the loop, the CLI, ``satseq eval`` and ``satseq plot`` need
+from a training method, with the defaults a single-policy, single-turn method uses.
+
+A method subclasses :class:`Method`, sets its class attributes and overrides what differs, then
+registers itself (:func:`satseq.methods.registry.register_method`). One training stage, as the loop
+(:mod:`satseq.train`) runs it, in the method's words::
+
+    episodes = workflow.rollout(problems, pool, engine, group_size=method.group_size(cfg))
+    metrics  = method.assign_rewards(cfg, episodes, rewards_ctx)     # per-turn rewards
+             + method.rollout_metrics(cfg, episodes)
+             + updater.update(stage, episodes)                       # method.build_updater(...)
+             + method.held_out_metrics(cfg, rt, workflow, generator)  # every trainer.eval_every
+
+The defaults are GRPO's: one agent ``policy`` from ``model.path``, the ``single`` workflow,
+correctness rewards (or ``reward.custom``), the ``grpo`` section's group size, the two-operand
+embedded task and its warm start, the PAG/GRPO dashboard layout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from satseq.records import Episode
+
+POLICY = "policy"
+
+
+@dataclass
+class AgentSpec:
+    """The pool agents a method trains: names, starting models (None = ``model.path``), the config
+    keys that set those paths (for error messages), and whether LoRA adapters are required."""
+
+    names: list[str]
+    paths: list[Optional[str]]
+    path_keys: Optional[list[str]] = None
+    force_lora: bool = False
+
+
+@dataclass
+class RewardContext:
+    """What reward assignment may use besides the episodes: the custom per-turn reward
+    ``(prompt, response, answer) -> float`` (``reward.custom`` / ``reward.controller``), the
+    updater (for methods whose rewards need the policy, e.g. MLMT's coach reward)."""
+
+    custom: Optional[Callable[[str, str, str], float]] = None
+    updater: Any = None
+    extra: dict = field(default_factory=dict)
+
+
+class Method:
+    name: str = ""
+    title: str = ""                        # the dashboard's title
+    workflow: str = "single"               # registered workflow it trains (and evaluates) with
+    owns_workflow: bool = False            # a single model evaluated in `workflow` stands for this method
+    config_defaults: dict[str, Any] = {}   # dotted config keys set when the user leaves them unset
+    supports_custom_reward: bool = True    # reward.custom / reward.controller replace correctness
+
+    # ------------------------------------------------------------------ config
+    @property
+    def default_run_name(self) -> str:
+        return self.name
+
+    def validate(self, cfg) -> None:
+        """Check the method's settings when the config loads (one-line ConfigError naming the key)."""
+        from satseq.algos.registry import check_name
+
+        check_name("grpo.adv_estimator", cfg.grpo.adv_estimator, kind="adv")
+        check_name("grpo.policy_loss", cfg.grpo.policy_loss, kind="clipped_pg")
+
+    # ------------------------------------------------------------------ agents and workflow
+    def agents(self, cfg) -> AgentSpec:
+        return AgentSpec([POLICY], [None])
+
+    def roles(self, cfg, agent_names: list[str]) -> dict[str, str]:
+        """role -> pool agent, as the workflow needs it (default: each agent plays its own role)."""
+        return {n: n for n in agent_names}
+
+    def workflow_options(self, cfg) -> dict:
+        return {}
+
+    def group_size(self, cfg) -> int:
+        return cfg.grpo.group_size
+
+    def prompt_format(self, kind: str, tokenizer, cfg):
+        """The prompt format for a model of format ``kind`` ("embedded" or "chat")."""
+        from satseq.workflows.prompts import make_format
+
+        return make_format(kind, tokenizer, chat_template=cfg.model.chat_template,
+                           show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget)
+
+    def default_max_new_tokens(self, cfg) -> int:
+        return cfg.rollout.max_new_tokens
+
+    # ------------------------------------------------------------------ the embedded default
+    def embedded_task(self, seed: int = 0):
+        """The synthetic task ``data.train=embedded`` / ``data.eval=embedded`` means for this method."""
+        from satseq.data.arithmetic import ArithmeticTask
+
+        return ArithmeticTask(seed=seed)
+
+    def ensure_warm_start(self, output_dir, **kw) -> Path:
+        """The embedded warm start ``model.path=embedded`` means for this method (built on first use)."""
+        from satseq.models.embedded import ensure_warm_start
+
+        return ensure_warm_start(output_dir, **kw)
+
+    # ------------------------------------------------------------------ training
+    def prepare(self, cfg, rt, custom, console) -> dict:
+        """Work before the first stage (A*-PO's stage 1); returns objects for :meth:`build_updater`."""
+        return {}
+
+    def build_updater(self, cfg, rt, generator: torch.Generator, prepared: dict):
+        raise NotImplementedError(f"method {self.name!r} does not define build_updater")
+
+    def assign_rewards(self, cfg, episodes: list[Episode], ctx: RewardContext) -> dict:
+        """Set every turn's ``reward`` (and ``correct``); returns reward metrics to log."""
+        from satseq.rewards.turn_rewards import assign_outcome_rewards
+
+        assign_outcome_rewards(episodes, custom=ctx.custom)
+        return {}
+
+    def metric_roles(self, cfg, rt, workflow) -> list[str]:
+        """Roles whose training accuracy and response length are logged as ``<role>/accuracy``."""
+        return list(workflow.agents)
+
+    def rollout_metrics(self, cfg, episodes: list[Episode]) -> dict:
+        return {}
+
+    def held_out_metrics(self, cfg, rt, workflow, generator: torch.Generator) -> dict:
+        """Sampled accuracy on ``data.eval``, one episode per problem (``eval/...`` metrics)."""
+        from satseq.eval.rollout_eval import evaluate_single
+
+        agent = rt.pool.names[0]
+        r = evaluate_single(rt.pool, agent, rt.fmt, rt.engine, rt.eval, sampling=rt.sampling, generator=generator)
+        return {f"eval/{agent}/accuracy": r["acc"]}
+
+    def after_log(self, cfg, metrics: dict, state: dict, console) -> None:
+        """Called after each stage's metrics are logged (warnings); ``state`` persists over stages."""
+
+    def run_info(self, cfg, workflow) -> dict:
+        """Extra keys of ``run_info.json`` (read back by the evaluator)."""
+        return {}
+
+    # ------------------------------------------------------------------ evaluation and plots
+    def grade(self, episodes: list[Episode]) -> None:
+        """Mark correctness for ``satseq eval``."""
+        from satseq.rewards.turn_rewards import grade_episodes
+
+        grade_episodes(episodes)
+
+    def eval_roles(self, info: dict, agents: list[str]) -> dict[str, str]:
+        """role -> agent when ``satseq eval`` runs a saved run (``info`` = its run_info.json)."""
+        return {a: a for a in agents}
+
+    def eval_workflow(self, kind: str) -> str:
+        """The workflow ``satseq eval`` runs a saved run of this method in (``kind``: run or single)."""
+        return self.workflow
+
+    def dashboard(self, axes, rows, agents, run_dir) -> None:
+        """Draw the six dashboard panels (``satseq plot``)."""
+        from satseq.methods.pag.dashboard import pag_panels
+
+        pag_panels(axes, rows, agents, run_dir)

@@ -1,0 +1,19 @@
+"""The ``pag`` config section (PPO settings come from ``grpo``)."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, field_validator
+
+from satseq.config.section import KLEstimator, Section  # noqa: F401
+
+
+class PAGConfig(Section):
+    max_policy_turns: int = Field(2, ge=1, description="most policy turns per episode (solve + revisions)")
+    alpha: float = Field(1.0, description="revision bonus alpha * (R(y_t) - R(y_{t-1})) on policy turns t >= 2")
+    verify_last: bool = Field(True, description="also verify the last policy turn (a verifier training turn; changes nothing in the episode)")
+    adv_group_by: Literal["group_role_turn", "group_role", "role"] = Field(
+        "role", description="baseline group of a turn's advantage: role = the whole batch per role (the paper's RoleAdvNorm; measured best), or per prompt group x role (x turn)")
+    update: Literal["grpo", "apo"] = Field(
+        "grpo", description="grpo: clipped policy gradient (grpo section); apo: A*-PO regression of every turn (apo section, V* from stage 1)")
+    collapse_threshold: float = Field(0.5, ge=0.0, le=1.0, description="warn when the answer change ratio falls below this")

@@ -1,0 +1,83 @@
+"""The method registry: every training method is one :class:`Method` registered under its name.
+
+A method owns all that is particular to it (``methods/<name>/``): the workflow it trains with,
+its config section and defaults, how rewards are assigned, its updater, its held-out metrics, its
+dashboard layout, its embedded task and warm start. The loop (:mod:`satseq.train`), the CLI,
+``satseq eval`` and ``satseq plot`` look a method up here and never name one::
+
+    from satseq.methods.registry import Method, register_method
+
+    @register_method
+    class Reinforce(Method):
+        name = "reinforce"
+        def build_updater(self, cfg, rt, generator): ...
+
+Built-in methods are found by :func:`discover`: every package ``satseq/methods/<name>/`` with a
+``method.py`` is imported (``importlib``, so this module has no static dependency on any method:
+adding a method is one new folder). A method defined elsewhere (a test file, a user's package)
+is registered by the decorator and then works everywhere a built-in does. The base class lives in
+:mod:`satseq.methods.base`.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from typing import TypeVar
+
+from satseq.errors import ConfigError
+
+T = TypeVar("T")
+
+METHODS: dict[str, object] = {}
+_discovered = False
+
+
+def register_method(cls: T) -> T:
+    """Class decorator: register an instance of ``cls`` under ``cls.name`` (re-registering the same
+    class is a no-op; a different class under a taken name is an error)."""
+    name = getattr(cls, "name", "")
+    if not name:
+        raise ValueError(f"{cls!r}: a method needs a non-empty `name`")
+    old = METHODS.get(name)
+    if old is not None and (type(old).__module__, type(old).__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"method '{name}' is already registered by {type(old).__module__}.{type(old).__qualname__}")
+    METHODS[name] = cls()
+    return cls
+
+
+def discover() -> None:
+    """Import every built-in ``satseq.methods.<name>.method`` module once (they register themselves)."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    pkg = importlib.import_module("satseq.methods")
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.ispkg and importlib.util.find_spec(f"satseq.methods.{info.name}.method") is not None:
+            importlib.import_module(f"satseq.methods.{info.name}.method")
+
+
+def method_names() -> list[str]:
+    discover()
+    return sorted(METHODS)
+
+
+def get_method(name: str):
+    """The registered method ``name``; a one-line ConfigError listing the known names otherwise."""
+    discover()
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise ConfigError(f"config key 'method': unknown method '{name}' (known: {', '.join(sorted(METHODS))})") from None
+
+
+def method_for_workflow(workflow: str):
+    """The built-in method that trains with ``workflow`` (e.g. ``coach`` -> MLMT): its embedded task,
+    warm start and prompt format are what a single model evaluated in that workflow uses."""
+    discover()
+    for name in sorted(METHODS):
+        m = METHODS[name]
+        if getattr(m, "workflow", None) == workflow and getattr(m, "owns_workflow", False):
+            return m
+    return None

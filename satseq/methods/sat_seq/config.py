@@ -1,0 +1,56 @@
+"""The ``sat_seq`` config section (the seed's ``config/sat_seq.yaml`` keys) and its agents."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, field_validator
+
+from satseq.config.section import KLEstimator, Section  # noqa: F401
+
+
+class AgentConfig(Section):
+    name: str = Field(..., min_length=1, description="agent name (unique; used in checkpoint and metric names)")
+    path: Optional[str] = Field(None, description="this agent's initial model (None or empty = model.path)")
+    trainable: bool = Field(True, description="update this agent (False = frozen teammate)")
+
+
+def _default_agents() -> list[AgentConfig]:
+    return [AgentConfig(name=f"agent_{k}") for k in (1, 2, 3)]
+
+
+class CertificateConfig(Section):
+    delta: float = Field(0.05, gt=0.0, lt=1.0, description="failure probability of the improvement certificate")
+    w_max: float = Field(2.0, gt=0.0, description="truncation level of the importance weights in the certificate")
+
+
+class SatSeqConfig(Section):
+    epsilon: float = Field(0.2, gt=0.0, description="PPO clipping parameter epsilon")
+    A_clip: float = Field(5.0, gt=0.0, description="advantage clipping threshold")
+    group_size: int = Field(4, ge=1, description="responses per prompt for aggregation")
+    max_backtracks: int = Field(5, ge=0, description="maximum backtracking iterations per update")
+    agents: list[AgentConfig] = Field(default_factory=_default_agents, description="the K agents, in turn order")
+    scheduler: Literal["fixed", "random", "round_robin", "greedy"] = Field(
+        "random", description="order in which agents are updated within a stage")
+    ppo_epochs: int = Field(1, ge=1, description="passes over the stage's rollouts per agent update")
+    mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
+    ratio: Literal["seq_mean", "token", "product"] = Field(
+        "seq_mean", description="importance ratio form: mean log-ratio per sequence, per token, or sequence product")
+    lr: float = Field(3e-5, gt=0.0, description="learning rate (AdamW)")
+    certificate: CertificateConfig = Field(default_factory=CertificateConfig, description="improvement certificate settings")
+    show_previous: Literal["answers", "responses"] = Field(
+        "answers", description="what later agents see of earlier turns: extracted answers or full responses")
+    previous_budget: int = Field(200, ge=0, description="characters of each earlier response shown")
+    kl_penalty: KLEstimator = Field("k3", description="KL estimator inside the loss")
+    policy_loss: str = Field("sat_seq", description="clipped policy-gradient loss from the registry (satseq.algos; ratio options apply to sat_seq)")
+
+    @field_validator("agents")
+    @classmethod
+    def _check_agents(cls, agents: list[AgentConfig]) -> list[AgentConfig]:
+        if not agents:
+            raise ValueError("at least one agent is required")
+        seen: set[str] = set()
+        for a in agents:
+            if a.name in seen:
+                raise ValueError(f"agent names must be unique ({a.name!r} repeated)")
+            seen.add(a.name)
+        return agents

@@ -1,0 +1,57 @@
+"""``method=sat_seq``: K agents answer in turn (``relay``), each turn rewarded by its own
+correctness plus the team's vote on the last turn, updated one agent at a time by the stage
+coordinator (block-coordinate, truncated IS, quantile-KL check with backtracking, certificate)."""
+from __future__ import annotations
+
+import satseq.methods.sat_seq.adv.seqaware  # noqa: F401  (registers advantage estimator seqaware)
+import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers policy loss sat_seq)
+from satseq.methods.base import AgentSpec, Method
+from satseq.methods.registry import register_method
+
+
+@register_method
+class SatSeq(Method):
+    name = "sat_seq"
+    title = "SAT-Seq"
+    workflow = "relay"
+    owns_workflow = True
+
+    @property
+    def default_run_name(self) -> str:
+        return "sat_seq_dapo"  # the seed's outputs/sat_seq_dapo/
+
+    def validate(self, cfg) -> None:
+        from satseq.algos.registry import check_name
+
+        check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
+
+    def agents(self, cfg) -> AgentSpec:
+        agents = cfg.sat_seq.agents
+        return AgentSpec([a.name for a in agents], [a.path for a in agents],
+                         [f"sat_seq.agents[{i}].path" for i in range(len(agents))])
+
+    def group_size(self, cfg) -> int:
+        return cfg.sat_seq.group_size
+
+    def build_updater(self, cfg, rt, generator, prepared):
+        from satseq.methods.sat_seq.stage_coordinator import StageCoordinator
+
+        return StageCoordinator(cfg, rt.pool, generator, rt.device)
+
+    def assign_rewards(self, cfg, episodes, ctx) -> dict:
+        from satseq.rewards.turn_rewards import assign_relay_rewards
+
+        assign_relay_rewards(episodes, own=cfg.reward.own, team=cfg.reward.team, custom=ctx.custom)
+        return {}
+
+    def held_out_metrics(self, cfg, rt, workflow, generator) -> dict:
+        from satseq.eval.rollout_eval import evaluate_relay
+
+        names = rt.pool.names
+        r = evaluate_relay(rt.pool, names, rt.fmt, rt.engine, rt.eval, sampling=rt.sampling, generator=generator)
+        return {"eval/vote_accuracy": r["vote"]["acc"], **{f"eval/{n}/accuracy": r[n]["acc"] for n in names}}
+
+    def dashboard(self, axes, rows, agents, run_dir) -> None:
+        from satseq.methods.sat_seq.dashboard import sat_seq_panels
+
+        sat_seq_panels(axes, rows, agents, run_dir)

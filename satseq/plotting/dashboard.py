@@ -1,0 +1,130 @@
+"""The training dashboard: ``satseq plot RUN_DIR`` draws six panels from ``metrics.jsonl`` to a PNG.
+
+The layout is the run's method's: :func:`run_info` reads ``method`` from ``run_info.json`` (inferred
+from the metric names by the :data:`INFER` rules when absent, :data:`DEFAULT_METHOD` when none
+match), and :func:`plot_dashboard` looks it up in the method registry
+(:func:`satseq.methods.registry.get_method`): ``m.dashboard(axes, rows, agents, run_dir)`` draws the
+six panels (each method's in ``satseq/methods/<name>/dashboard.py``, which lists them) and
+``m.title`` names the layout in the figure title (the method's name when empty). A method the
+registry does not know (a run of a method registered outside satseq) is drawn with the default
+method's layout under its own name. Nothing here names a method in code.
+
+The PNG is written atomically (temporary sibling, then ``os.replace``) with the Agg canvas, never
+pyplot, so the module is safe to use from any process and leaves matplotlib's global state alone.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+from satseq.errors import ConfigError
+from satseq.methods.registry import get_method
+from satseq.plotting.common import all_keys, num, read_json
+from satseq.tracking import read_metrics
+from satseq.utils.io import atomic_write
+
+# Method inference from metric names, for runs without ``run_info.json``: the first rule whose
+# pattern (``re.search``) matches any metric name gives the method.
+INFER: tuple[tuple[str, str], ...] = (
+    (r"^certificate/", "sat_seq"),
+    (r"/kl_quantile$", "sat_seq"),
+    (r"^pag/", "pag"),
+    (r"^mlmt/", "mlmt"),
+)
+DEFAULT_METHOD = "grpo"
+
+# Metric name heads that are not agents (``<agent>/accuracy``, ``<agent>/loss`` name the agents).
+_NON_AGENT_PREFIXES = {"rollout", "eval", "pag", "apo", "certificate", "time", "stage", "step"}
+
+
+def infer_method(keys: Sequence[str]) -> str:
+    """The method the metric names ``keys`` belong to (:data:`INFER`, else :data:`DEFAULT_METHOD`)."""
+    for pattern, method in INFER:
+        if any(re.search(pattern, k) for k in keys):
+            return method
+    return DEFAULT_METHOD
+
+
+def run_info(run_dir: Path, rows: Sequence[dict]) -> tuple[str, list[str]]:
+    """(method, agents) from ``run_info.json``, else inferred from the metric names."""
+    info = read_json(Path(run_dir) / "run_info.json")
+    info = info if isinstance(info, dict) else {}
+    keys = all_keys(rows)
+    method = info.get("method")
+    if not isinstance(method, str):
+        method = infer_method(keys)
+    agents = info.get("agents")
+    if not (isinstance(agents, list) and all(isinstance(a, str) for a in agents) and agents):
+        agents = []
+        for k in keys:
+            head, sep, tail = k.partition("/")
+            if sep and "/" not in tail and head not in _NON_AGENT_PREFIXES and head not in agents \
+                    and tail in ("accuracy", "loss"):
+                agents.append(head)
+    return method, agents
+
+
+def _layout(method: str):
+    """(draw, title) for ``method``: the registered method's, else the default's under ``method``."""
+    try:
+        m = get_method(method)
+    except ConfigError:
+        return get_method(DEFAULT_METHOD).dashboard, method
+    return m.dashboard, getattr(m, "title", "") or method
+
+
+def plot_dashboard(run_dir: str | Path, out: Optional[Path] = None) -> Path:
+    """Draw the six-panel dashboard of ``run_dir`` to ``out`` (default ``run_dir/dashboard.png``).
+
+    Raises ``ValueError`` when the run has no metrics (the CLI checks first and reports it)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    run_dir = Path(run_dir)
+    rows = read_metrics(run_dir)
+    if not rows:
+        raise ValueError(f"{run_dir / 'metrics.jsonl'}: no metrics")
+    rows = sorted(rows, key=lambda r: (num(r.get("step")) is None, num(r.get("step")) or 0.0))
+    method, agents = run_info(run_dir, rows)
+    draw, layout = _layout(method)
+    out = Path(out) if out is not None else run_dir / "dashboard.png"
+
+    fig = Figure(figsize=(16, 9), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 3).ravel()
+    draw(axes, rows, agents, run_dir)
+    steps = [s for s in (num(r.get("step")) for r in rows) if s is not None]
+    span = f"steps {int(min(steps))}–{int(max(steps))}" if steps else f"{len(rows)} rows"
+    fig.suptitle(f"{run_dir.resolve().name} — {layout} ({span})", fontsize=15, fontweight="bold")
+    fig.tight_layout(rect=(0, 0, 1, 0.965), h_pad=2.0, w_pad=1.5)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out, "wb") as fh:
+        _save_png(fig, fh)
+    try:  # mkstemp made it private (0600); a dashboard is an ordinary file
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(out, 0o666 & ~umask)
+    except OSError:
+        pass
+    return out
+
+
+def _save_png(fig, fh) -> None:
+    """PNG quantized to a 256-colour palette (a third of the RGBA size, same look); plain if Pillow fails."""
+    try:
+        from PIL import Image
+
+        canvas = fig.canvas
+        canvas.draw()
+        img = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+        img.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT).save(fh, format="PNG", optimize=True)
+    except Exception:  # pragma: no cover - Pillow is a matplotlib dependency
+        fh.seek(0)
+        fh.truncate()
+        fig.savefig(fh, format="png", dpi=fig.dpi)
+
+
+__all__ = ["DEFAULT_METHOD", "INFER", "infer_method", "plot_dashboard", "run_info"]

@@ -1,0 +1,83 @@
+"""What every updater shares: one optimizer factory, one reference-model helper, one mini-batch ×
+epoch loop, one optimizer step, one sampling-temperature rule.
+
+An updater (the contract, :class:`Updater`) is an object with ``update(stage, episodes) -> metrics``
+and ``state_dict()`` / ``load_state_dict()`` (optimizer states and anything else that must survive a
+resume). Written with these helpers, an updater's ``update`` is the method's formula and nothing else::
+
+    opt = make_optimizer(pool, agent, lr, cfg)
+    ref_lp = reference_logprobs(pool, agent, batch, temperature=t, device=d)
+    for idx, mb in minibatches(batch, epochs, mini_batch_size, generator):
+        lp, mask = batch_logprobs(model, mb, pad_id, ..., grad=True, chunk=len(mb))
+        loss, metrics = loss_fn(lp, old_lp[idx], mb.advantages, mask, ...)
+        optimizer_step(opt, loss, pool.parameters(agent), grad_clip)
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Protocol
+
+import torch
+
+from satseq.update.batch import TurnBatch, batch_logprobs, minibatch_indices
+
+
+class Updater(Protocol):
+    def update(self, stage: int, episodes: list) -> dict: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+def policy_temperature(cfg) -> float:
+    """The temperature log-probs are computed at: the rollout's, or 1 for greedy rollouts."""
+    return cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+
+
+def make_optimizer(pool, agent: str, lr: float, cfg) -> torch.optim.Optimizer:
+    """AdamW over ``agent``'s trainable parameters (``trainer.weight_decay``)."""
+    return torch.optim.AdamW(pool.parameters(agent), lr=lr, weight_decay=cfg.trainer.weight_decay)
+
+
+def reference_logprobs(pool, agent: str, batch: TurnBatch, *, temperature: float, device) -> torch.Tensor:
+    """Log-probs ``[B, R]`` of ``batch`` under ``agent``'s frozen reference policy (the base with the
+    adapter disabled for LoRA, the kept copy for full fine-tuning: :meth:`AgentPool.keep_reference`)."""
+    with pool.reference(agent) as ref:
+        lp, _ = batch_logprobs(ref, batch, pool.tokenizer.pad_token_id, temperature=temperature, device=device)
+    pool.module(agent)  # LoRA: re-activate the agent's adapter after the reference pass
+    return lp
+
+
+@contextmanager
+def training_mode(model):
+    """``model.train()`` inside, ``model.eval()`` after (dropout only while fitting)."""
+    model.train()
+    try:
+        yield model
+    finally:
+        model.eval()
+
+
+def minibatches(batch: TurnBatch, epochs: int, size: int,
+                generator: torch.Generator) -> Iterator[tuple[torch.Tensor, TurnBatch]]:
+    """``epochs`` passes over ``batch`` in shuffled mini-batches of ``size`` (one permutation per
+    epoch, drawn from the run's generator when the epoch starts): ``(indices, sub-batch)``."""
+    for _ in range(epochs):
+        for idx in minibatch_indices(len(batch), size, generator):
+            yield idx, batch.select(idx)
+
+
+def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor, params, grad_clip: float) -> float:
+    """zero_grad → backward → clip the global grad norm (if ``grad_clip > 0``) → step; returns the loss."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    opt.step()
+    return float(loss.detach())
+
+
+def mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else 0.0
