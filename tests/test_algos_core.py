@@ -19,6 +19,9 @@ from satseq.errors import ConfigError
 
 
 def test_registries_populated_and_lookup():
+    from satseq.methods.registry import discover
+
+    discover()  # the methods register their own formulas (seqaware, sat_seq, apo)
     assert {"grpo", "dr_grpo", "seqaware"} <= set(ADV_ESTIMATORS)
     assert {"ppo", "gspo", "sat_seq"} <= set(POLICY_LOSSES)
     assert get_adv("grpo") is grpo_advantages
@@ -26,6 +29,9 @@ def test_registries_populated_and_lookup():
 
 
 def test_unknown_names_are_config_errors():
+    from satseq.methods.registry import discover
+
+    discover()
     with pytest.raises(ConfigError, match=r"unknown advantage estimator 'nope' \(known: dr_grpo, grpo, seqaware\)"):
         get_adv("nope")
     with pytest.raises(ConfigError, match=r"unknown policy loss 'x' \(known: .*ppo"):
@@ -37,20 +43,48 @@ def test_duplicate_registration_rejected():
         register_adv("grpo")(lambda r, g: r)
 
 
-def test_import_sat_seq_module_first_populates_registries(monkeypatch):
-    # Fresh copies of satseq.algos / satseq.methods, imported from the SAT-Seq end (circular-import
-    # check); monkeypatch puts the original modules back afterwards.
+def test_algos_never_imports_a_method_and_methods_register_their_own_formulas(monkeypatch):
+    # Fresh copies of satseq.algos / satseq.methods; monkeypatch puts the original modules back afterwards.
     import satseq
 
+    before = set(sys.modules)
     for name in [n for n in sys.modules if n.startswith(("satseq.algos", "satseq.methods"))]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(satseq, "algos", None)
-    monkeypatch.setattr(satseq, "methods", None)
-    importlib.import_module("satseq.methods.sat_seq.loss.seq_ratio_loss")
+    try:
+        _fresh_import_checks(monkeypatch, satseq)
+    finally:  # modules first imported here belong to the fresh copies: drop them
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+
+
+def _fresh_import_checks(monkeypatch, satseq):
+    monkeypatch.setattr(satseq, "algos", None, raising=False)
+    monkeypatch.setattr(satseq, "methods", None, raising=False)
+    importlib.import_module("satseq.algos")
+    assert not [n for n in sys.modules if n.startswith("satseq.methods")]
     reg = sys.modules["satseq.algos.registry"]
+    assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo"] and sorted(reg.POLICY_LOSSES) == ["gspo", "ppo"]
+    assert reg.ADV_ESTIMATORS["grpo"] is not grpo_advantages  # really a fresh import
+    importlib.import_module("satseq.methods.registry").discover()
     assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo", "seqaware"]
     assert sorted(reg.POLICY_LOSSES) == ["apo", "gspo", "ppo", "sat_seq"]
-    assert reg.ADV_ESTIMATORS["grpo"] is not grpo_advantages  # really a fresh import
+    assert reg.loss_names("clipped_pg") == ["gspo", "ppo", "sat_seq"] and reg.loss_names("regression") == ["apo"]
+
+
+def test_config_selects_registered_losses_and_refuses_unknown_names():
+    from satseq.config import load_config
+    from satseq.errors import ConfigError
+
+    assert load_config(None, ["method=grpo", "grpo.policy_loss=gspo"]).grpo.policy_loss == "gspo"
+    with pytest.raises(ConfigError, match=r"config key 'grpo.policy_loss': unknown clipped_pg policy loss 'nope' "
+                                          r"\(known: gspo, ppo, sat_seq\)"):
+        load_config(None, ["method=grpo", "grpo.policy_loss=nope"])
+    with pytest.raises(ConfigError, match="config key 'grpo.adv_estimator': unknown advantage estimator 'x'"):
+        load_config(None, ["method=grpo", "grpo.adv_estimator=x"])
+    with pytest.raises(ConfigError, match="config key 'apo.loss'.*known: apo"):
+        load_config(None, ["method=apo", "apo.loss=ppo"])
+    with pytest.raises(ConfigError, match=r"config key 'method': unknown method 'nope' \(known: .*grpo"):
+        load_config(None, ["method=nope"])
 
 
 # ---------------------------------------------------------------- GRPO

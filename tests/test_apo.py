@@ -196,19 +196,6 @@ def test_registry_has_apo():
     assert get_loss("apo") is apo_loss
 
 
-def test_import_apo_loss_first_no_cycle(monkeypatch):
-    import satseq
-
-    for name in [n for n in sys.modules if n.startswith(("satseq.algos", "satseq.methods"))]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(satseq, "algos", None)
-    monkeypatch.setattr(satseq, "methods", None)
-    mod = importlib.import_module("satseq.methods.apo.loss")
-    reg = sys.modules["satseq.algos.registry"]
-    assert reg.POLICY_LOSSES["apo"] is mod.apo_loss
-    assert {"ppo", "gspo", "sat_seq", "apo"} <= set(reg.POLICY_LOSSES)
-
-
 # ---------------------------------------------------------------- cache and fingerprints
 
 
