@@ -51,7 +51,7 @@ def main() -> None:
 
     import torch
 
-    from satseq.models.embedded import ensure_warm_start
+    from satseq.models.warm_start import ensure_warm_start
 
     torch.set_num_threads(a.threads)
     root = Path(a.out)
@@ -79,7 +79,7 @@ def _one(a, root: Path, seed: int) -> dict:
     from satseq.config import load_config
     from satseq.methods.apo.stage1 import cache_path, compute_vstar
     from satseq.methods.registry import get_method
-    from satseq.train import train
+    from satseq.loop import train
     from satseq.runtime import build_runtime
 
     out = root / f"seed{seed}"

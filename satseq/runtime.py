@@ -17,7 +17,7 @@ import torch
 from satseq.config import TrainConfig
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
-from satseq.models.embedded import EMBEDDED, eval_exclusion
+from satseq.models.warm_start import EMBEDDED, eval_exclusion
 from satseq.rollout.engine import make_engine
 from satseq.rollout.types import SamplingParams
 from satseq.records import Problem

@@ -11,8 +11,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from satseq.errors import OfflineError, SatseqError
+from satseq.models.convert import gguf_to_hf
 from satseq.models.loading import (
-    gguf_to_hf,
     load_causal_lm,
     load_tokenizer,
     resolve_model_source,

@@ -74,32 +74,42 @@ def test_warm_start_corpus_never_shows_held_out_problems():
 def test_mlmt_and_the_coach_workflow_use_the_sum_of_three():
     from satseq.data.arithmetic import ArithmeticTask
     from satseq.eval.runner import _load_dataset
-    from satseq.models.embedded import embedded_task, eval_exclusion
+    from satseq.eval.targets import method_of
+    from satseq.methods.registry import get_method
+    from satseq.models.warm_start import eval_exclusion
 
-    assert isinstance(embedded_task("mlmt"), SumOfThreeTask) and isinstance(embedded_task("coach"), SumOfThreeTask)
-    assert isinstance(embedded_task("pag"), ArithmeticTask) and isinstance(embedded_task(None), ArithmeticTask)
-    assert all(p.count("+") == 2 for p in eval_exclusion(0, 20, "mlmt"))
-    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, embedded_user="coach")
+    assert isinstance(get_method("mlmt").embedded_task(), SumOfThreeTask)
+    assert isinstance(method_of(None, "coach").embedded_task(), SumOfThreeTask)
+    assert isinstance(get_method("pag").embedded_task(), ArithmeticTask)
+    assert isinstance(method_of(None, None).embedded_task(), ArithmeticTask)
+    assert all(p.count("+") == 2 for p in eval_exclusion(SumOfThreeTask(0), 20))
+    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, method=method_of(None, "coach"))
     assert ident == "embedded-sum3:eval:seed0" and all(p.problem.count("+") == 2 for p in problems)
-    problems, ident = _load_dataset("embedded", data_dir=None, limit=5)
+    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, method=method_of(None, None))
     assert ident == "embedded:eval:seed0" and all(p.problem.count("+") == 1 for p in problems)
 
 
 def test_training_datasets_follow_the_method():
     from satseq.config import load_config
+    from satseq.methods.registry import get_method
     from satseq.runtime import load_datasets
 
-    train, held = load_datasets(load_config(None, ["method=mlmt", "data.train_size=20", "data.eval_size=10"]))
+    def load_datasets_of(cfg):
+        return load_datasets(cfg, get_method(cfg.method))
+
+    train, held = load_datasets_of(load_config(None, ["method=mlmt", "data.train_size=20", "data.eval_size=10"]))
     assert all(p.problem.count("+") == 2 for p in train + held)
     assert not {p.problem for p in train} & {p.problem for p in SumOfThreeTask(0).problems(1000, split="eval")}
-    train, _ = load_datasets(load_config(None, ["method=grpo", "data.train_size=5", "data.eval_size=5"]))
+    train, _ = load_datasets_of(load_config(None, ["method=grpo", "data.train_size=5", "data.eval_size=5"]))
     assert all(p.problem.count("+") == 1 for p in train)
 
 
 def test_mlmt_warm_start_builds_on_the_base_atomically(tmp_path):
     import json
 
-    from satseq.models.embedded import ensure_for, mlmt_warm_start_dir, warm_start_dir
+    from satseq.eval.targets import method_of
+    from satseq.methods.mlmt.warm_start import ensure_mlmt_warm_start, mlmt_warm_start_dir
+    from satseq.models.warm_start import warm_start_dir
     from satseq.models.tiny import build_tiny_model, save_model_dir
     from satseq.models.sft import SFTConfig
 
@@ -107,15 +117,13 @@ def test_mlmt_warm_start_builds_on_the_base_atomically(tmp_path):
     model, tok = build_tiny_model(seed=0)
     save_model_dir(model, tok, base)
     (base / "warm_start.json").write_text("{}")
-    from satseq.models.embedded import ensure_mlmt_warm_start
-
     out = ensure_mlmt_warm_start(tmp_path, cfg=SFTConfig(steps=2, batch_size=4), n_examples=40, eval_size=10,
                                  show_progress=False, console=lambda *a: None)
     assert out == mlmt_warm_start_dir(tmp_path) and (out / "model.safetensors").exists()
     info = json.loads((out / "warm_start.json").read_text())
     assert info["base"] == str(base) and info["sft"]["steps"] == 2 and info["task"] == "sum-of-three MLMT"
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
-    assert ensure_for("coach", tmp_path) == out  # built once, then found
+    assert method_of(None, "coach").ensure_warm_start(tmp_path) == out  # built once, then found
 
 
 def test_mlmt_generates_room_for_a_two_stage_demonstration_unless_told_otherwise():

@@ -14,7 +14,7 @@ with :func:`get_adv` / :func:`get_loss`; an unknown name is a one-line
 :class:`~satseq.errors.ConfigError` that lists the known names. A loss has a kind:
 ``clipped_pg`` (the one signature of :mod:`satseq.algos.losses`) or ``regression`` (A*-PO's).
 
-Importing :mod:`satseq.algos` registers the generic entries (``grpo``, ``dr_grpo``, ``ppo``,
+Importing :mod:`satseq.algos` (the package, which re-exports the lookups) registers the generic entries (``grpo``, ``dr_grpo``, ``ppo``,
 ``gspo``); a method registers its own formulas in its own package (SAT-Seq's ``seqaware`` and
 ``sat_seq``, A*-PO's ``apo``) when it is imported, so this layer never imports a method.
 """
@@ -54,14 +54,12 @@ def register_loss(name: str, kind: str = "clipped_pg") -> Callable[[F], F]:
 
 
 def loss_names(kind: str | None = None) -> list[str]:
-    _populate()
     return sorted(n for n in POLICY_LOSSES if kind is None or LOSS_KINDS.get(n) == kind)
 
 
 def check_name(key: str, name: str, *, kind: str) -> None:
     """Config-load check: ``name`` (the value of config key ``key``) is a registered advantage
     estimator (``kind="adv"``) or loss of that kind; else a one-line ConfigError listing them."""
-    _populate()
     known = sorted(ADV_ESTIMATORS) if kind == "adv" else loss_names(kind)
     if name not in known:
         what = "advantage estimator" if kind == "adv" else f"{kind} policy loss"
@@ -69,7 +67,6 @@ def check_name(key: str, name: str, *, kind: str) -> None:
 
 
 def _get(table: dict[str, Callable[..., Any]], kind: str, name: str) -> Callable[..., Any]:
-    _populate()
     try:
         return table[name]
     except KeyError:
@@ -87,6 +84,3 @@ def get_loss(name: str) -> Callable[..., Any]:
     return _get(POLICY_LOSSES, "policy loss", name)
 
 
-def _populate() -> None:
-    # Importing the package registers everything; harmless when already imported.
-    import satseq.algos  # noqa: F401

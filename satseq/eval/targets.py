@@ -148,7 +148,7 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
     fmt = prompt_format_of(pool, cfg, method)
     max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
     try:
-        roles = method.eval_roles(info, list(names))
+        roles = method.eval_roles(info, list(names), cfg)
     except SatseqError as e:
         raise SatseqError(f"{run_dir}/{e}") from None
     return Target(kind="run", model=str(run_dir.resolve()), pool=pool, fmt=fmt, agents=list(names), stage=stage,
@@ -164,7 +164,7 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
     from satseq.config import TrainConfig
     from satseq.config.loader import finalize
     from satseq.models.agents import AgentPool
-    from satseq.models.embedded import EMBEDDED
+    from satseq.models.warm_start import EMBEDDED
     from satseq.models.loading import load_causal_lm, resolve_model_source
 
     method = method_of(None, workflow)

@@ -3,7 +3,7 @@ from a training method, with the defaults a single-policy, single-turn method us
 
 A method subclasses :class:`Method`, sets its class attributes and overrides what differs, then
 registers itself (:func:`satseq.methods.registry.register_method`). One training stage, as the loop
-(:mod:`satseq.train`) runs it, in the method's words::
+(:mod:`satseq.loop`) runs it, in the method's words::
 
     episodes = workflow.rollout(problems, pool, engine, group_size=method.group_size(cfg))
     metrics  = method.assign_rewards(cfg, episodes, rewards_ctx)     # per-turn rewards
@@ -65,7 +65,7 @@ class Method:
 
     def validate(self, cfg) -> None:
         """Check the method's settings when the config loads (one-line ConfigError naming the key)."""
-        from satseq.algos.registry import check_name
+        from satseq.algos import check_name
 
         check_name("grpo.adv_estimator", cfg.grpo.adv_estimator, kind="adv")
         check_name("grpo.policy_loss", cfg.grpo.policy_loss, kind="clipped_pg")
@@ -103,7 +103,7 @@ class Method:
 
     def ensure_warm_start(self, output_dir, **kw) -> Path:
         """The embedded warm start ``model.path=embedded`` means for this method (built on first use)."""
-        from satseq.models.embedded import ensure_warm_start
+        from satseq.models.warm_start import ensure_warm_start
 
         return ensure_warm_start(output_dir, **kw)
 
@@ -151,9 +151,10 @@ class Method:
 
         grade_episodes(episodes)
 
-    def eval_roles(self, info: dict, agents: list[str]) -> dict[str, str]:
-        """role -> agent when ``satseq eval`` runs a saved run (``info`` = its run_info.json)."""
-        return {a: a for a in agents}
+    def eval_roles(self, info: dict, agents: list[str], cfg) -> dict[str, str]:
+        """role -> agent when ``satseq eval`` runs a saved run (``info`` = its run_info.json, ``cfg``
+        its train_config.yaml): the roles it trained with."""
+        return self.roles(cfg, agents)
 
     def eval_workflow(self, kind: str) -> str:
         """The workflow ``satseq eval`` runs a saved run of this method in (``kind``: run or single)."""

@@ -2,7 +2,7 @@
 
 A method owns all that is particular to it (``methods/<name>/``): the workflow it trains with,
 its config section and defaults, how rewards are assigned, its updater, its held-out metrics, its
-dashboard layout, its embedded task and warm start. The loop (:mod:`satseq.train`), the CLI,
+dashboard layout, its embedded task and warm start. The loop (:mod:`satseq.loop`), the CLI,
 ``satseq eval`` and ``satseq plot`` look a method up here and never name one::
 
     from satseq.methods.registry import Method, register_method

@@ -6,10 +6,9 @@
   reader, dequantized, then copied into a plain model built from its config (the GGUF-loaded model
   refuses ``save_pretrained``; the copy can be saved, wrapped in LoRA and trained like any other
   model). :func:`satseq.models.loading.load_causal_lm` uses them for GGUF sources.
-- :func:`gguf_to_hf`: convert a GGUF file into an ordinary HF model directory.
 
-Nothing here imports :mod:`satseq.models.loading` at module level (it imports this module);
-:func:`gguf_to_hf` imports it when called.
+Converting a GGUF file into an HF model directory is :func:`satseq.models.convert.gguf_to_hf`.
+Nothing here imports :mod:`satseq.models.loading` (it imports this module).
 """
 from __future__ import annotations
 
@@ -17,14 +16,11 @@ import contextlib
 import copy
 import importlib.util
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from satseq.errors import SatseqError
-from satseq.utils.io import write_text
 
-__all__ = ["SMOLLM2_GGUF_NAME", "SMOLLM2_ALIASES", "smollm2_gguf_path", "gguf_to_hf"]
+__all__ = ["SMOLLM2_GGUF_NAME", "SMOLLM2_ALIASES", "smollm2_gguf_path"]
 
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
@@ -119,51 +115,3 @@ def _load_gguf_model(directory: str | Path, gguf_name: str, torch_dtype):
 
 # --------------------------------------------------------------------------------------------
 # GGUF → HF checkpoint
-
-
-def gguf_to_hf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, *, dtype: str = "float32") -> Path:
-    """Convert a GGUF file (or ``"smollm2"``) into an ordinary HF model directory at ``out_dir``.
-
-    Writes safetensors weights, config, generation config, tokenizer and chat template into a
-    temporary sibling directory and renames it into place, so ``out_dir`` is either absent or
-    complete. An existing ``out_dir`` is replaced only if it is empty or a model directory
-    (has ``config.json``).
-    """
-    from satseq.models.loading import _read_json, _torch_dtype, load_causal_lm, resolve_model_source
-
-    src = resolve_model_source(gguf_path)
-    if not isinstance(src, Path) or not src.is_file():
-        raise SatseqError(f"GGUF file '{gguf_path}' does not exist")
-    if src.suffix.lower() != ".gguf":
-        raise SatseqError(f"'{gguf_path}' is not a .gguf file")
-    out = Path(out_dir).expanduser()
-    if out.exists():
-        if not out.is_dir():
-            raise SatseqError(f"output path '{out}' exists and is not a directory")
-        if any(out.iterdir()) and not (out / "config.json").is_file():
-            raise SatseqError(f"output directory '{out}' exists, is not empty and is not a model directory")
-    torch_dtype = _torch_dtype(dtype)
-    model, tok = load_causal_lm(src, dtype=torch_dtype)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    old = None
-    try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        template = tok.chat_template
-        if isinstance(template, str) and not (tmp / "chat_template.jinja").is_file():
-            cfg = _read_json(tmp / "tokenizer_config.json") if (tmp / "tokenizer_config.json").is_file() else {}
-            if not cfg.get("chat_template"):
-                write_text(tmp / "chat_template.jinja", template)
-        if out.exists():
-            old = out.parent / f".{out.name}.old.{os.getpid()}"
-            os.replace(out, old)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and old.exists() and not out.exists():
-            os.replace(old, out)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    return out

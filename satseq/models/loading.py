@@ -1,8 +1,8 @@
 """Load causal LMs and tokenizers from a local directory, a GGUF file or a hub id.
 
 This module resolves a model spec, classifies it, and loads the model and tokenizer; the GGUF
-machinery (the bundled SmolLM2 file, dequantizing into a plain model, GGUF → HF conversion) lives
-in :mod:`satseq.models.gguf`. Its public names (``gguf_to_hf``, ``smollm2_gguf_path``,
+machinery (the bundled SmolLM2 file, dequantizing into a plain model) lives in
+:mod:`satseq.models.gguf`, GGUF → HF conversion in :mod:`satseq.models.convert`. Its public names (``smollm2_gguf_path``,
 ``SMOLLM2_ALIASES``, ``SMOLLM2_GGUF_NAME``) are re-exported here.
 
 Sources, in the order they are recognised:
@@ -37,13 +37,12 @@ from typing import Any
 import torch
 
 from satseq.errors import OfflineError, SatseqError
-# gguf_to_hf, smollm2_gguf_path and the SMOLLM2_* constants are re-exported: they used to live here.
+# smollm2_gguf_path and the SMOLLM2_* constants are re-exported: they used to live here.
 from satseq.models.gguf import (  # noqa: F401
     SMOLLM2_ALIASES,
     SMOLLM2_GGUF_NAME,
     _load_gguf_model,
     _plain_copy,
-    gguf_to_hf,
     smollm2_gguf_path,
 )
 

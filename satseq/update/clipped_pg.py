@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from satseq.algos.kl import kl_penalty
-from satseq.algos.registry import get_loss
+from satseq.algos import get_loss
 from satseq.update.batch import TurnBatch, batch_logprobs
 from satseq.update.loop import mean, minibatches, optimizer_step, policy_temperature, reference_logprobs, training_mode
 

@@ -28,7 +28,7 @@ class APO(Method):
     title = "A*-PO"
 
     def validate(self, cfg) -> None:
-        from satseq.algos.registry import check_name
+        from satseq.algos import check_name
 
         check_name("apo.loss", cfg.apo.loss, kind="regression")
 

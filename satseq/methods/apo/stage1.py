@@ -21,7 +21,7 @@ def cache_path(cfg) -> Path:
 
 
 def model_fingerprint(cfg, rt) -> str:
-    from satseq.models.embedded import EMBEDDED, warm_start_dir
+    from satseq.models.warm_start import EMBEDDED, warm_start_dir
 
     path = cfg.model.path
     return fingerprint_model(warm_start_dir(cfg.output_dir) if path == EMBEDDED else path)

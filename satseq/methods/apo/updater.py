@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 import satseq.methods.apo.loss  # noqa: F401  (registers the regression loss apo)
-from satseq.algos.registry import get_loss
+from satseq.algos import get_loss
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.loop import (make_optimizer, mean, minibatches, optimizer_step, policy_temperature,

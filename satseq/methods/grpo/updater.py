@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from satseq.algos.registry import get_adv
+from satseq.algos import get_adv
 from satseq.records import Episode
 from satseq.update.batch import turns_of
 from satseq.update.clipped_pg import PGSettings, clipped_pg_update

@@ -85,7 +85,7 @@ class MLMT(Method):
     def run_info(self, cfg, workflow) -> dict:
         return {"roles": dict(workflow.agents)}
 
-    def eval_roles(self, info, agents):
+    def eval_roles(self, info, agents, cfg):
         roles = info.get("roles")
         if not isinstance(roles, dict) or set(roles) != {SOLVER, COACH} or not set(roles.values()) <= set(agents):
             raise SatseqError("run_info.json: 'roles' must map solver and coach to its agents")

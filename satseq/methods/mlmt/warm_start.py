@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from satseq.data.sum_of_three import SumOfThreeTask
-from satseq.models.embedded import HELD_OUT_POOL, continue_sft, eval_exclusion
+from satseq.models.warm_start import HELD_OUT_POOL, continue_sft, eval_exclusion
 from satseq.models.sft import SFTConfig
 
 MLMT_SFT = dict(steps=400, lr=2e-3, warmup_steps=10)

@@ -18,7 +18,7 @@ class PAG(Method):
     def validate(self, cfg) -> None:
         super().validate(cfg)
         if cfg.pag.update == "apo":
-            from satseq.algos.registry import check_name
+            from satseq.algos import check_name
 
             check_name("apo.loss", cfg.apo.loss, kind="regression")
 

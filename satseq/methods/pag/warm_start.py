@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from satseq.data.arithmetic import ArithmeticTask
-from satseq.models.embedded import HELD_OUT_POOL, continue_sft, eval_exclusion
+from satseq.models.warm_start import HELD_OUT_POOL, continue_sft, eval_exclusion
 from satseq.models.sft import SFTConfig
 
 MULTITURN_SFT = dict(steps=300, lr=1e-3, warmup_steps=10)

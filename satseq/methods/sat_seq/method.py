@@ -21,7 +21,7 @@ class SatSeq(Method):
         return "sat_seq_dapo"  # the seed's outputs/sat_seq_dapo/
 
     def validate(self, cfg) -> None:
-        from satseq.algos.registry import check_name
+        from satseq.algos import check_name
 
         check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
 

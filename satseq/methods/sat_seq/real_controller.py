@@ -35,6 +35,6 @@ class RealController:
         return correctness_reward(response, answer)
 
     def train(self) -> Path:
-        from satseq.train import train
+        from satseq.loop import train
 
         return train(self.cfg, reward_fn=self._compute_reward)

@@ -12,7 +12,7 @@ One stage (spec ``sat_seq.md`` §"Per stage")::
                  + optimizer state, β ← 1.5β, propose again (≤ max_backtracks), else reject
     certificate L = Σ_i [S_i − OCC_i − BIAS_i − FS_i]
 
-The rollout, rewards, logging and checkpointing around a stage live in :mod:`satseq.train`.
+The rollout, rewards, logging and checkpointing around a stage live in :mod:`satseq.loop`.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import torch
 
 import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers policy loss sat_seq)
 from satseq.algos.kl import exact_kl, kl_penalty
-from satseq.algos.registry import get_loss
+from satseq.algos import get_loss
 from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
 from satseq.methods.sat_seq.agent_scheduler import AgentScheduler
 from satseq.methods.sat_seq.data.reweighting import episode_log_ratio, sequence_log_ratio, truncated_is_weight

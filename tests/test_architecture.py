@@ -1,0 +1,167 @@
+"""The package's shape, checked: no import cycles, layers that only import downwards, the method
+switch only inside ``satseq/methods/``, and docs/design.md's layout table naming real modules.
+
+The import graph counts every ``import`` statement, at module level or inside a function (a lazy
+import is still a dependency), except under ``if TYPE_CHECKING:``. Plugin discovery through
+``importlib`` (the method registry finding ``satseq/methods/<name>/method.py``) is not a static
+import and is not an edge.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "satseq"
+REPO = PKG.parent
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def _resolve(name: str) -> str | None:
+    """The satseq module an imported dotted name refers to (longest existing prefix)."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in MODULES:
+            return candidate
+        parts.pop()
+    return None
+
+
+def _in_type_checking(node, parents) -> bool:
+    p = parents.get(node)
+    while p is not None:
+        if isinstance(p, ast.If) and "TYPE_CHECKING" in ast.unparse(p.test):
+            return True
+        p = parents.get(p)
+    return False
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for mod, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        is_pkg = path.name == "__init__.py"
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if _in_type_checking(node, parents):
+                continue
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                names = [f"{base}.{a.name}" for a in node.names] + [base]
+            for n in names:
+                if n.startswith("satseq"):
+                    target = _resolve(n)
+                    if target and target != mod:
+                        deps.add(target)
+        graph[mod] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_graph_sees_lazy_imports():
+    g = import_graph()
+    assert "satseq.methods.registry" in g["satseq.loop"]            # module level
+    assert "satseq.methods.registry" in g["satseq.config.loader"]    # inside finalize()
+
+
+def test_no_import_cycles():
+    assert _cycles(import_graph()) == []
+
+
+def _reaches(graph, start: str, prefix: str) -> list[str]:
+    return sorted(d for d in graph[start] if d == prefix or d.startswith(prefix + "."))
+
+
+def test_layers_only_import_downwards():
+    g = import_graph()
+    records = [m for m in g if m == "satseq.records"]
+    assert records and not g["satseq.records"], "records import nothing from satseq"
+    for mod, deps in g.items():
+        bad = []
+        if mod.startswith("satseq.algos"):
+            bad += _reaches(g, mod, "satseq.methods")               # formulas never import methods
+        if mod.startswith(("satseq.workflows", "satseq.update", "satseq.rollout", "satseq.rewards", "satseq.data")):
+            bad += _reaches(g, mod, "satseq.eval") + _reaches(g, mod, "satseq.loop")
+            bad += [d for d in deps if d.startswith("satseq.methods")]
+        if mod == "satseq.plotting.common":
+            bad += sorted(deps)                                     # the plotting helpers stand alone
+        assert not bad, f"{mod} imports upwards: {bad}"
+
+
+def test_method_switch_lives_only_in_methods():
+    pattern = re.compile(r"method ==|method in \(")
+    hits = [f"{p.relative_to(REPO)}:{i}" for p in PKG.rglob("*.py") for i, line in
+            enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert all(h.startswith("satseq/methods/") for h in hits), hits
+
+
+def test_design_table_matches_the_code():
+    """Every module or folder docs/design.md's layout table names exists, and every module of the
+    package appears in the table (as itself or through its folder)."""
+    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    table = text[text.index("| step |"): text.index("\n\n", text.index("| step |"))]
+    named = set(re.findall(r"`(satseq/[\w/]+(?:\.py)?/?)`", table))
+    assert named
+    missing = sorted(n for n in named if not (REPO / n).exists())
+    assert not missing, f"docs/design.md names files that do not exist: {missing}"
+    folders = {n.rstrip("/") for n in named if not n.endswith(".py")}
+    files = {n for n in named if n.endswith(".py")}
+    unlisted = []
+    for p in PKG.rglob("*.py"):
+        rel = str(p.relative_to(REPO))
+        if p.name == "__init__.py" or rel in files:
+            continue
+        if any(rel.startswith(f + "/") for f in folders):
+            continue
+        unlisted.append(rel)
+    assert not unlisted, f"modules missing from docs/design.md's layout table: {sorted(unlisted)}"
