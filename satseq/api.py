@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
 
 import yaml
+
+if TYPE_CHECKING:
+    from satseq.config import TrainConfig
 
 ConfigLike = Union[None, str, os.PathLike, Mapping[str, Any], "TrainConfig"]  # noqa: F821
 

@@ -4,7 +4,7 @@
     satseq sft [--out DIR] [--steps N]       build the embedded warm start
     satseq quickstart                        warm start → SAT-Seq and GRPO → before/after table
     satseq eval ...                          evaluate a model or a run directory
-    satseq vstar CONFIG [key=value ...]      A*-PO stage 1: the V* cache
+    satseq vstar CONFIG [key=value ...]      A*-PO stage 1: the V* cache (a command of methods/apo)
     satseq convert-gguf GGUF OUT             GGUF → ordinary HF checkpoint
     satseq plot RUN_DIR                      the six-panel training dashboard (PNG)
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -59,45 +58,19 @@ def user_errors(fn):
     return wrapper
 
 
-def _split_config_args(args: list[str]) -> tuple[str | None, list[str]]:
-    if args and "=" not in args[0]:
-        return args[0], args[1:]
-    return None, list(args)
-
-
 @app.command(context_settings={"allow_extra_args": True})
 @user_errors
 def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml followed by key=value overrides"),
           stop_after: Optional[int] = typer.Option(None, hidden=True)):
     """Train with a YAML config and key=value overrides (e.g. trainer.num_stages=20 method=grpo)."""
     from satseq.config import load_config
+    from satseq.config.loader import split_config_args
     from satseq.loop import train as run_train
 
-    path, overrides = _split_config_args(args or [])
+    path, overrides = split_config_args(args or [])
     cfg = load_config(path, overrides)
     run_dir = run_train(cfg, stop_after=stop_after)
     typer.echo(f"run directory: {run_dir}")
-
-
-@app.command(context_settings={"allow_extra_args": True})
-@user_errors
-def vstar(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml followed by key=value overrides")):
-    """A*-PO stage 1: sample apo.n_samples responses per training prompt, write the V* cache."""
-    from satseq.config import load_config
-    from satseq.methods.apo.stage1 import cache_path, compute_vstar
-    from satseq.methods.registry import get_method
-    from satseq.rewards.custom import resolve_custom_reward
-    from satseq.runtime import build_runtime
-
-    path, overrides = _split_config_args(args or [])
-    cfg = load_config(path, ["method=apo", *overrides])
-    rt = build_runtime(cfg, get_method(cfg.method), typer.echo)
-    cache, secs = compute_vstar(cfg, rt, rt.pool.names[0], custom=resolve_custom_reward(cfg))
-    cache.save(cache_path(cfg))
-    v = cache.vstar
-    solvable = len(cache.solvable_ids()) / max(1, len(v))
-    typer.echo(f"V* for {len(v)} prompts × {cfg.apo.n_samples} samples in {secs:.1f} s: mean {sum(v) / len(v):.3f}, "
-               f"solvable {solvable:.1%} -> {cache_path(cfg)}")
 
 
 @app.command()
@@ -148,10 +121,15 @@ def convert_gguf(gguf: str = typer.Argument(..., help="a .gguf file, or 'smollm2
 
 def _register_subcommands() -> None:
     from satseq.eval.cli import eval_command
+    from satseq.methods.registry import METHODS, discover
     from satseq.plot_cli import plot_command
 
     app.command("eval", help=eval_command.__doc__)(user_errors(eval_command))
     app.command("plot", help=plot_command.__doc__)(user_errors(plot_command))
+    discover()
+    for name in sorted(METHODS):  # commands a method brings (A*-PO: `satseq vstar`)
+        for command, fn in METHODS[name].cli_commands().items():
+            app.command(command, help=fn.__doc__, context_settings={"allow_extra_args": True})(user_errors(fn))
 
 
 _register_subcommands()

@@ -73,3 +73,14 @@ def test_reward_controller_errors_are_one_line(tiny_dir, tmp_path):
         (tmp_path / "h2.py").write_text(HOOKS)
         satseq.train(overrides={**FAST, "model.path": str(tiny_dir), "output_dir": str(tmp_path), "method": "pag",
                                 "reward.controller": f"{tmp_path}/h2.py:ParityController"}, **QUIET)
+
+
+def test_a_registered_loss_is_reachable_from_the_config(tiny_dir, tmp_path):
+    """gspo (and any loss registered with the clipped-PG signature) trains GRPO when named in YAML."""
+    base = {**FAST, "model.path": str(tiny_dir), "method": "grpo", "grpo.lr": 1e-3, "trainer.num_stages": 2}
+    ppo = satseq.train(overrides={**base, "output_dir": str(tmp_path / "ppo")}, **QUIET)
+    gspo = satseq.train(overrides={**base, "output_dir": str(tmp_path / "gspo"), "grpo.policy_loss": "gspo"}, **QUIET)
+    assert gspo.config.grpo.policy_loss == "gspo"
+    assert ppo.metrics[0]["rollout/episode_reward"] == gspo.metrics[0]["rollout/episode_reward"]  # same rollout
+    assert ppo.metrics[0]["policy/clipfrac"] != gspo.metrics[0]["policy/clipfrac"] or \
+        ppo.metrics[0]["policy/loss"] != gspo.metrics[0]["policy/loss"]

@@ -2,10 +2,8 @@
 reference, the entropy bonus, the V* cache round trip and its stale/malformed refusals, registry."""
 from __future__ import annotations
 
-import importlib
 import json
 import math
-import sys
 
 import pytest
 import torch

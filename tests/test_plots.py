@@ -14,7 +14,7 @@ import pytest
 from satseq.errors import SatseqError
 from satseq.plot_cli import plot_command
 from satseq.plotting.common import collapse_warning, moving_average
-from satseq.plotting.dashboard import DEFAULT_METHOD, infer_method, plot_dashboard, run_info
+from satseq.plotting.dashboard import infer_method, plot_dashboard, run_info
 
 AGENTS = ["agent_1", "agent_2", "agent_3"]
 
@@ -109,7 +109,7 @@ def test_infer_method_and_agents(tmp_path):
     assert infer_method(["step", "agent_1/kl_quantile"]) == "sat_seq"
     assert infer_method([k for r in _pag_rows(2) for k in r]) == "pag"
     assert infer_method(["step", "mlmt/acc_t1", "solver/loss"]) == "mlmt"
-    assert infer_method(["step", "policy/loss"]) == DEFAULT_METHOD == "grpo"
+    assert infer_method(["step", "policy/loss"]) == "grpo"
     (tmp_path / "run_info.json").write_text(json.dumps({"method": "apo"}))  # run_info.json wins; agents inferred
     assert run_info(tmp_path, _pag_rows(2)) == ("apo", ["policy"])
 

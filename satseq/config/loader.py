@@ -223,6 +223,13 @@ def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()
     return finalize(cfg)
 
 
+def split_config_args(args: list[str]) -> tuple[str | None, list[str]]:
+    """``[CONFIG.yaml] key=value ...`` as the CLI takes them: (path or None, overrides)."""
+    if args and "=" not in args[0]:
+        return args[0], args[1:]
+    return None, list(args)
+
+
 def finalize(cfg: TrainConfig) -> TrainConfig:
     """The method's part of loading: ``method`` must be registered; the method's defaults fill the
     keys the user left unset (``run_name``; e.g. ``rollout.max_new_tokens`` for MLMT); the method

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 

@@ -38,7 +38,6 @@ stage, dataset, n, temperature, top-p, max_new_tokens, seed, prompt format) is r
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path

@@ -55,6 +55,7 @@ class Method:
     title: str = ""                        # the dashboard's title
     workflow: str = "single"               # registered workflow it trains (and evaluates) with
     owns_workflow: bool = False            # a single model evaluated in `workflow` stands for this method
+    metric_markers: tuple[str, ...] = ()   # regexes of metric names only it logs (plot a run without run_info.json)
     config_defaults: dict[str, Any] = {}   # dotted config keys set when the user leaves them unset
     supports_custom_reward: bool = True    # reward.custom / reward.controller replace correctness
 
@@ -159,6 +160,10 @@ class Method:
     def eval_workflow(self, kind: str) -> str:
         """The workflow ``satseq eval`` runs a saved run of this method in (``kind``: run or single)."""
         return self.workflow
+
+    def cli_commands(self) -> dict:
+        """Extra ``satseq`` subcommands the method brings: name -> typer command function."""
+        return {}
 
     def dashboard(self, axes, rows, agents, run_dir) -> None:
         """Draw the six dashboard panels (``satseq plot``)."""

@@ -1,8 +1,9 @@
 """The training dashboard: ``satseq plot RUN_DIR`` draws six panels from ``metrics.jsonl`` to a PNG.
 
 The layout is the run's method's: :func:`run_info` reads ``method`` from ``run_info.json`` (inferred
-from the metric names by the :data:`INFER` rules when absent, :data:`DEFAULT_METHOD` when none
-match), and :func:`plot_dashboard` looks it up in the method registry
+from the metric names when absent: the first registered method, in name order, with a
+``metric_markers`` pattern that matches a logged metric; else the method that trains with the
+``single`` workflow), and :func:`plot_dashboard` looks it up in the method registry
 (:func:`satseq.methods.registry.get_method`): ``m.dashboard(axes, rows, agents, run_dir)`` draws the
 six panels (each method's in ``satseq/methods/<name>/dashboard.py``, which lists them) and
 ``m.title`` names the layout in the figure title (the method's name when empty). A method the
@@ -20,31 +21,26 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from satseq.errors import ConfigError
-from satseq.methods.registry import get_method
+from satseq.methods.registry import METHODS, discover, get_method, method_for_workflow
 from satseq.plotting.common import all_keys, num, read_json
 from satseq.tracking import read_metrics
 from satseq.utils.io import atomic_write
 
-# Method inference from metric names, for runs without ``run_info.json``: the first rule whose
-# pattern (``re.search``) matches any metric name gives the method.
-INFER: tuple[tuple[str, str], ...] = (
-    (r"^certificate/", "sat_seq"),
-    (r"/kl_quantile$", "sat_seq"),
-    (r"^pag/", "pag"),
-    (r"^mlmt/", "mlmt"),
-)
-DEFAULT_METHOD = "grpo"
+
+def _default_method() -> str:
+    return method_for_workflow("single").name
 
 # Metric name heads that are not agents (``<agent>/accuracy``, ``<agent>/loss`` name the agents).
 _NON_AGENT_PREFIXES = {"rollout", "eval", "pag", "apo", "certificate", "time", "stage", "step"}
 
 
 def infer_method(keys: Sequence[str]) -> str:
-    """The method the metric names ``keys`` belong to (:data:`INFER`, else :data:`DEFAULT_METHOD`)."""
-    for pattern, method in INFER:
-        if any(re.search(pattern, k) for k in keys):
-            return method
-    return DEFAULT_METHOD
+    """The method the metric names ``keys`` belong to (the module docstring says how)."""
+    discover()
+    for name in sorted(METHODS):
+        if any(re.search(p, k) for p in getattr(METHODS[name], "metric_markers", ()) for k in keys):
+            return name
+    return _default_method()
 
 
 def run_info(run_dir: Path, rows: Sequence[dict]) -> tuple[str, list[str]]:
@@ -71,7 +67,7 @@ def _layout(method: str):
     try:
         m = get_method(method)
     except ConfigError:
-        return get_method(DEFAULT_METHOD).dashboard, method
+        return get_method(_default_method()).dashboard, method
     return m.dashboard, getattr(m, "title", "") or method
 
 
@@ -127,4 +123,4 @@ def _save_png(fig, fh) -> None:
         fig.savefig(fh, format="png", dpi=fig.dpi)
 
 
-__all__ = ["DEFAULT_METHOD", "INFER", "infer_method", "plot_dashboard", "run_info"]
+__all__ = ["infer_method", "plot_dashboard", "run_info"]

@@ -1,11 +1,11 @@
 """The ``apo`` config section: A*-PO stage 1 (V*) and stage 2 (regression)."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Optional
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from satseq.config.section import KLEstimator, Section  # noqa: F401
+from satseq.config.section import Section
 
 
 class APOConfig(Section):

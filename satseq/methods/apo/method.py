@@ -35,6 +35,11 @@ class APO(Method):
     def group_size(self, cfg) -> int:
         return 1  # one sample per prompt: V* is the baseline
 
+    def cli_commands(self) -> dict:
+        from satseq.methods.apo.cli import vstar
+
+        return {"vstar": vstar}
+
     def prepare(self, cfg, rt, custom, console) -> dict:
         return {"vstar": vstar_for_training(cfg, rt, custom, console)}
 

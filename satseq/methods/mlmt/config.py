@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from satseq.config.section import KLEstimator, Section  # noqa: F401
+from satseq.config.section import Section
 
 
 class MLMTRoleConfig(Section):

@@ -18,6 +18,7 @@ class MLMT(Method):
     title = "MLMT-RL"
     workflow = "coach"
     owns_workflow = True
+    metric_markers = (r"^mlmt/",)  # metric names only this method logs (plots of runs without run_info.json)
     supports_custom_reward = False  # the coach reward is defined by correctness, confidence, dependence
 
     @property

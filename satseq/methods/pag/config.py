@@ -1,11 +1,11 @@
 """The ``pag`` config section (PPO settings come from ``grpo``)."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from satseq.config.section import KLEstimator, Section  # noqa: F401
+from satseq.config.section import Section
 
 
 class PAGConfig(Section):

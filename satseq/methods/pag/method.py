@@ -13,6 +13,7 @@ class PAG(Method):
     title = "PAG"
     workflow = "self_verify"
     owns_workflow = True
+    metric_markers = (r"^pag/",)  # metric names only this method logs (plots of runs without run_info.json)
     supports_custom_reward = False  # its turn rewards are defined by correctness and verdicts
 
     def validate(self, cfg) -> None:

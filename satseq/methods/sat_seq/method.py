@@ -15,6 +15,7 @@ class SatSeq(Method):
     title = "SAT-Seq"
     workflow = "relay"
     owns_workflow = True
+    metric_markers = (r"^certificate/", r"/kl_quantile$")  # metric names only this method logs (plots of runs without run_info.json)
 
     @property
     def default_run_name(self) -> str:
