@@ -33,15 +33,17 @@ def _sat_seq_rows(n=30):
     rows = []
     for s in range(n):
         r = {"step": s, "rollout/vote_accuracy": min(1.0, 0.4 + s / 60 + rng.random() * 0.1),
-             "stage/order": ",".join(AGENTS), "certificate/lower_bound": -5 + s / 10 + rng.random()}
+             "stage/order": ",".join(AGENTS)}
+        if s % 10 == 9:  # a certificate every 10 stages
+            r.update({"certificate/vote_lower": 0.3 + s / 100, "certificate/vote_mean": 0.38 + s / 100,
+                      "certificate/vote_improvement_lower": -0.1 + s / 100})
         for i, a in enumerate(AGENTS):
             rejected = s in (7, 19) and i == 1
             r.update({f"{a}/loss": rng.gauss(-0.02, 0.03), f"{a}/accuracy": 0.3 + s / 80 + rng.random() * 0.1,
                       f"{a}/kl_quantile": 0.01 + rng.random() * 0.05, f"{a}/beta": 1e-3 * 2 ** (s // 10 + i),
                       f"{a}/backtracks": 2 if rejected else (1 if s % 9 == i else 0),
-                      f"{a}/accepted": 0.0 if rejected else 1.0})
-            for part, base in (("S", 0.1), ("OCC", 0.5), ("BIAS", 0.8), ("FS", 2.0)):
-                r[f"certificate/{a}/{part}"] = base + rng.random() * 0.1
+                      f"{a}/accepted": 0.0 if rejected else 1.0,
+                      f"{a}/step_scale": 0.0 if rejected else 0.5 ** (1 if s % 9 == i else 0)})
         rows.append(r)
     for s in (9, 19, 29):  # sparse held-out rows
         rows.append({"step": s, "eval/vote_accuracy": 0.6 + s / 100,

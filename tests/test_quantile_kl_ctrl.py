@@ -1,5 +1,8 @@
-"""Quantile KL check with backtracking: exact restore of parameters and Adam state, beta schedule."""
+"""Quantile KL check with the backtracking line search: the step shrunk along the proposal, exact
+restore of parameters and Adam state, the beta schedule."""
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -53,16 +56,17 @@ def test_always_too_far_is_rejected_and_restored_bit_for_bit():
     betas: list[float] = []
 
     def propose(beta):
-        _assert_state_equal(model, opt, p0, o0)  # every attempt starts from the snapshot
+        _assert_state_equal(model, opt, p0, o0)  # the proposal starts from the snapshot
         betas.append(beta)
         _train(model, opt, X, y, steps=4, beta=beta, ref=ref)
 
     ctrl = QuantileKLController(target_kl=1e-12, quantile=0.99, max_backtracks=5)
     res = ctrl.run(list(model.parameters()), opt, 0.01, propose, lambda: exact_kl(model(X), ref))
-    assert not res.accepted and res.backtracks == 5
-    assert betas == pytest.approx([0.01 * 1.5**k for k in range(6)], rel=1e-12)
-    assert [b for b, _ in res.attempts] == betas and all(q > 1e-12 for _, q in res.attempts)
-    assert res.beta == pytest.approx(0.01 * 1.5**6)
+    assert not res.accepted and res.backtracks == 5 and res.step_scale == 0.0
+    assert betas == [0.01]  # one proposal; the retries shrink it instead of proposing again
+    assert [s for s, _ in res.attempts] == pytest.approx([0.5**j for j in range(6)])
+    assert all(q > 1e-12 for _, q in res.attempts)
+    assert res.beta == pytest.approx(0.01 * 1.5**5)
     _assert_state_equal(model, opt, p0, o0)
     # the restored optimizer is live: the next step is exactly what it would have been without the check
     twin, X2, y2, twin_opt = _setup()
@@ -79,35 +83,46 @@ def test_accepted_on_first_try_keeps_the_proposal():
         list(model.parameters()), opt, 0.5, lambda b: _train(model, opt, X, y, 5, b, ref),
         lambda: exact_kl(model(X), ref))
     assert res.accepted and res.backtracks == 0 and res.beta == 0.5 and len(res.attempts) == 1
+    assert res.step_scale == 1.0
     kl = exact_kl(model(X), ref).detach()
     assert res.kl_quantile == pytest.approx(torch.quantile(kl.double(), 0.99).item())
     assert res.kl_mean == pytest.approx(kl.mean().item()) and res.kl_quantile > 0
     assert int(opt.state[next(iter(model.parameters()))]["step"]) == 5  # the proposal's steps stand
 
 
-def test_accepted_after_backtracks_because_larger_beta_shrinks_the_step():
+def test_a_too_large_step_is_shrunk_along_the_proposal_until_it_passes():
     model, X, y, opt = _setup(0)
+    _train(model, opt, X, y, steps=2)
+    p0 = [p.detach().clone() for p in model.parameters()]
+    o0, o_dict = _opt_tensors(opt), copy.deepcopy(opt.state_dict())
     with torch.no_grad():
         ref = model(X).clone()
-    res = QuantileKLController(target_kl=0.07, quantile=0.99, max_backtracks=5).run(
-        list(model.parameters()), opt, 0.5, lambda b: _train(model, opt, X, y, 20, b, ref),
+    _train(model, opt, X, y, 20)  # where the full proposal lands
+    full = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        full_kl = kl_quantile(exact_kl(model(X), ref), 0.99)
+        for p, q in zip(model.parameters(), p0):
+            p.copy_(q)
+    opt.load_state_dict(o_dict)  # back to the snapshot: now let the controller do it
+    target = full_kl / 20  # far below the full step's KL: it must be shrunk a few times
+    res = QuantileKLController(target_kl=target, quantile=0.99, max_backtracks=8, alpha=0.5).run(
+        list(model.parameters()), opt, 0.5, lambda b: _train(model, opt, X, y, 20),
         lambda: exact_kl(model(X), ref))
-    assert res.accepted and 0 < res.backtracks < 5
+    assert res.accepted and res.backtracks >= 2 and res.step_scale == 0.5**res.backtracks
+    assert res.kl_quantile <= target and res.beta == pytest.approx(0.5 * 1.5**res.backtracks)
     qs = [q for _, q in res.attempts]
-    assert all(a > b for a, b in zip(qs, qs[1:]))  # KL shrinks as beta grows
-    assert all(q > 0.07 for q in qs[:-1]) and qs[-1] <= 0.07
-    assert res.beta == pytest.approx(0.5 * 1.5**res.backtracks)
-    # the kept parameters are those of the accepted proposal, run from the snapshot with its beta
-    twin, X2, y2, twin_opt = _setup(0)
-    _train(twin, twin_opt, X2, y2, 20, res.beta, ref)
-    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters()))
+    assert all(a > b for a, b in zip(qs, qs[1:])) and all(q > target for q in qs[:-1])
+    for p, q0, q1 in zip(model.parameters(), p0, full):  # θ_cur + α^j Δ exactly
+        assert torch.allclose(p, q0 + res.step_scale * (q1 - q0), atol=1e-7)
+    o1 = _opt_tensors(opt)  # a shrunk step keeps the snapshot's optimizer state
+    assert [k for k, _ in o1] == [k for k, _ in o0] and all(torch.equal(a, b) for (_, a), (_, b) in zip(o1, o0))
 
 
 def test_nan_kl_fails_the_check_and_quantile_helper():
     model, X, y, opt = _setup()
     res = QuantileKLController(target_kl=1.0, max_backtracks=1).run(
         list(model.parameters()), opt, 1.0, lambda b: None, lambda: torch.tensor([0.0, float("nan")]))
-    assert not res.accepted and len(res.attempts) == 2
+    assert not res.accepted and len(res.attempts) == 2  # the proposal and one shrunk step
     x = torch.rand(1001, generator=torch.Generator().manual_seed(0))
     for q in (0.0, 0.5, 0.99, 1.0):
         assert kl_quantile(x, q) == pytest.approx(torch.quantile(x.double(), q).item(), abs=1e-12)
@@ -120,3 +135,5 @@ def test_config_errors():
         QuantileKLController(quantile=1.5)
     with pytest.raises(ConfigError, match="max_backtracks"):
         QuantileKLController(max_backtracks=-1)
+    with pytest.raises(ConfigError, match="backtrack_alpha"):
+        QuantileKLController(alpha=1.0)

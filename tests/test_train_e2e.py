@@ -36,7 +36,11 @@ def test_sat_seq_run_writes_outputs_and_resumes_exactly_after_a_kill(tiny_dir, t
     assert (run / "train_config.yaml").exists() and (run / "trainer_state" / "state.pt").exists()
     ref = _metrics(run)
     assert [r["step"] for r in ref] == [0, 1, 2]
-    assert all("certificate/lower_bound" in r and "agent_2/kl_quantile" in r for r in ref)
+    assert all("agent_2/kl_quantile" in r and "agent_2/step_scale" in r for r in ref)
+    assert "certificate/start_vote_upper" in ref[0] and "certificate/vote_lower" not in ref[1]
+    last = ref[-1]  # the certificate after the last stage, and the certified improvement over the warm start
+    assert 0.0 <= last["certificate/vote_lower"] <= last["certificate/vote_mean"] and last["certificate/n"] == 256
+    assert last["certificate/vote_improvement_lower"] < 0  # the random tiny model cannot certify a gain
 
     killed = _train([*common, f"output_dir={tmp_path}/b"], env={"SATSEQ_KILL_AT_STAGE": "1"})
     assert killed.returncode != 0

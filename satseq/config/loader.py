@@ -211,7 +211,7 @@ def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()
     :class:`ConfigError` with a one-line message naming the file/line or the config key.
     """
     source = str(path) if path is not None else "defaults"
-    data: dict = _read_yaml(Path(path)) if path is not None else {}
+    data: dict = _drop_retired(_read_yaml(Path(path))) if path is not None else {}
     override_keys: dict[str, str] = {}
     for item in overrides:
         key = _apply_override(data, str(item))
@@ -221,6 +221,21 @@ def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, source, override_keys)) from None
     return finalize(cfg)
+
+
+# Keys of retired features that train_config.yaml files written by earlier versions still hold:
+# dropped when such a file is read (an override naming one is an unknown key, as any other).
+RETIRED_KEYS = (("sat_seq", "certificate", "w_max"),)  # the S - OCC - BIAS - FS certificate's truncation
+
+
+def _drop_retired(data: dict) -> dict:
+    for path in RETIRED_KEYS:
+        node = data
+        for p in path[:-1]:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return data
 
 
 def split_config_args(args: list[str]) -> tuple[str | None, list[str]]:

@@ -19,15 +19,19 @@ def _default_agents() -> list[AgentConfig]:
 
 
 class CertificateConfig(Section):
-    delta: float = Field(0.05, gt=0.0, lt=1.0, description="failure probability of the improvement certificate")
-    w_max: float = Field(2.0, gt=0.0, description="truncation level of the importance weights in the certificate")
+    delta: float = Field(0.05, gt=0.0, lt=1.0, description="failure probability of each certificate (a lower bound holds with probability >= 1 - delta; an improvement uses delta/2 per side)")
+    prompts: int = Field(256, ge=0, description="prompts in each certificate batch, drawn uniformly with replacement from the pool (0 = no certificate)")
+    samples: int = Field(1, ge=1, description="relay episodes per certificate prompt (the per-prompt mean is one i.i.d. unit)")
+    every: int = Field(0, ge=0, description="also certify every N stages (0 = only before the first stage and after the last); each costs prompts x samples relay episodes")
+    pool: Literal["eval", "train"] = Field("eval", description="prompt distribution the certificate is about: data.eval (held out) or data.train")
 
 
 class SatSeqConfig(Section):
     epsilon: float = Field(0.2, gt=0.0, description="PPO clipping parameter epsilon")
     A_clip: float = Field(5.0, gt=0.0, description="advantage clipping threshold")
     group_size: int = Field(4, ge=1, description="responses per prompt for aggregation")
-    max_backtracks: int = Field(5, ge=0, description="maximum backtracking iterations per update")
+    max_backtracks: int = Field(5, ge=0, description="maximum backtracking iterations per update (step shrunk by backtrack_alpha each)")
+    backtrack_alpha: float = Field(0.5, gt=0.0, lt=1.0, description="a failed KL check tries theta_cur + alpha^j * step, j = 1..max_backtracks (beta grows 1.5x per try)")
     agents: list[AgentConfig] = Field(default_factory=_default_agents, description="the K agents, in turn order")
     scheduler: Literal["fixed", "random", "round_robin", "greedy"] = Field(
         "random", description="order in which agents are updated within a stage")
@@ -36,7 +40,7 @@ class SatSeqConfig(Section):
     ratio: Literal["seq_mean", "token", "product"] = Field(
         "seq_mean", description="importance ratio form: mean log-ratio per sequence, per token, or sequence product")
     lr: float = Field(3e-5, gt=0.0, description="learning rate (AdamW)")
-    certificate: CertificateConfig = Field(default_factory=CertificateConfig, description="improvement certificate settings")
+    certificate: CertificateConfig = Field(default_factory=CertificateConfig, description="PAC lower bound on the joint policy's vote accuracy and episode reward, from a fresh batch")
     show_previous: Literal["answers", "responses"] = Field(
         "answers", description="what later agents see of earlier turns: extracted answers or full responses")
     previous_budget: int = Field(200, ge=0, description="characters of each earlier response shown")

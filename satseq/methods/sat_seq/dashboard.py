@@ -7,8 +7,11 @@
 3. the KL quantile per agent against the target KL (``algorithm.kl_ctrl.target_kl`` of the run's
    ``train_config.yaml``, default 0.05);
 4. the KL coefficient β per agent (log scale);
-5. backtracks per agent as bars, rejected updates marked ×;
-6. the improvement certificate: its lower bound and the parts S / OCC / BIAS / FS summed over agents.
+5. backtracks per agent as bars (the step was shrunk to 0.5^backtracks of the proposal; the step
+   scale is on the right axis), rejected updates marked ×;
+6. the certificate: the PAC lower bound on the vote accuracy (``certificate/vote_lower``) beside its
+   batch's estimate and the held-out vote accuracy, and the certified improvement over the warm start
+   (``certificate/vote_improvement_lower``).
 
 Every panel says so when its metrics were not logged.
 """
@@ -16,10 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from satseq.plotting.common import colors, curve, finish, held_out_points, note, num, series, summed, unit_range
+from satseq.plotting.common import colors, curve, finish, held_out_points, note, num, series, unit_range
 
 DEFAULT_TARGET_KL = 0.05
-_CERT_PARTS = ("S", "OCC", "BIAS", "FS")
 
 
 def target_kl(run_dir: Path) -> float:
@@ -147,6 +149,14 @@ def sat_seq_panels(axes, rows, agents, run_dir: Path) -> None:
             ax.text(0.5, 0.5 if not any_bt else 0.93, msg, transform=ax.transAxes, ha="center", va="center",
                     fontsize=11, color="#555555", style="italic")
         ax.yaxis.get_major_locator().set_params(integer=True)
+        scales = [(agent, c, series(rows, f"{agent}/step_scale")) for agent, c in zip(agents, palette)]
+        if any(xs for _, _, (xs, _) in scales):
+            right = ax.twinx()
+            for agent, c, (xs, ys) in scales:
+                if xs:
+                    right.plot(xs, ys, ".", color=c, ms=4, alpha=0.8)
+            right.set_ylim(0, 1.4)
+            right.set_ylabel("step scale α^j (dots; 0 = rejected)", fontsize=9)
     else:
         note(ax)
     finish(ax, "Backtracks and rejected updates (×)", x_label, "backtracks (count)")
@@ -154,18 +164,18 @@ def sat_seq_panels(axes, rows, agents, run_dir: Path) -> None:
     # (6) certificate
     ax = axes[5]
     drawn = False
-    xs, ys = series(rows, "certificate/lower_bound")
-    if xs:
-        curve(ax, xs, ys, "black", "lower bound", smooth=False)
-        drawn = True
-    part_colors = colors(6)[1:]
-    for part, c in zip(_CERT_PARTS, part_colors):
-        px, py = summed(rows, [f"certificate/{a}/{part}" for a in agents])
-        if px:
-            curve(ax, px, py, c, f"Σ {part}")
+    for key, color, label, marker in (("certificate/vote_lower", "black", "vote: PAC lower bound", "o"),
+                                      ("certificate/vote_mean", "#1f77b4", "vote: certificate batch", "s"),
+                                      ("eval/vote_accuracy", "#7f7f7f", "vote: held-out eval", "^"),
+                                      ("certificate/vote_improvement_lower", "#d62728",
+                                       "certified improvement over the warm start", "D")):
+        xs, ys = series(rows, key)
+        if xs:
+            ax.plot(xs, ys, marker=marker, ls="--" if key.startswith("eval/") else "-", color=color, lw=1.2, ms=6,
+                    label=label)
             drawn = True
     if drawn:
         ax.axhline(0.0, color="#999999", lw=0.8)
     else:
         note(ax)
-    finish(ax, "Improvement certificate", x_label, "value (reward units)", ncol=3)
+    finish(ax, "Certificate (probability ≥ 1 − δ)", x_label, "vote accuracy", ncol=1)

@@ -34,15 +34,27 @@ class SatSeq(Method):
     def group_size(self, cfg) -> int:
         return cfg.sat_seq.group_size
 
-    def build_updater(self, cfg, rt, generator, prepared):
-        from satseq.methods.sat_seq.stage_coordinator import StageCoordinator
+    def prepare(self, cfg, rt, custom, console) -> dict:
+        return {"custom": custom}
 
-        return StageCoordinator(cfg, rt.pool, generator, rt.device)
+    def build_updater(self, cfg, rt, generator, prepared):
+        from satseq.methods.sat_seq.monitor.certificate_batch import CertificateBatch
+        from satseq.methods.sat_seq.stage_coordinator import StageCoordinator
+        from satseq.workflows.base import make_workflow
+
+        certificate = None
+        if cfg.sat_seq.certificate.prompts > 0:
+            custom = prepared.get("custom")
+            relay = make_workflow(self.workflow, self.roles(cfg, rt.pool.names), rt.fmt, rt.sampling)
+            own, team = cfg.reward.own, cfg.reward.team
+            # the episode reward's range is known for correctness rewards with non-negative weights
+            reward_max = None if custom is not None or own < 0 or team < 0 else len(rt.pool.names) * own + team
+            certificate = CertificateBatch(cfg, rt, relay, lambda eps: relay_rewards(cfg, eps, custom),
+                                           reward_max or None)
+        return StageCoordinator(cfg, rt.pool, generator, rt.device, certificate=certificate)
 
     def assign_rewards(self, cfg, episodes, ctx) -> dict:
-        from satseq.rewards.turn_rewards import assign_relay_rewards
-
-        assign_relay_rewards(episodes, own=cfg.reward.own, team=cfg.reward.team, custom=ctx.custom)
+        relay_rewards(cfg, episodes, ctx.custom)
         return {}
 
     def held_out_metrics(self, cfg, rt, workflow, generator) -> dict:
@@ -56,3 +68,9 @@ class SatSeq(Method):
         from satseq.methods.sat_seq.dashboard import sat_seq_panels
 
         sat_seq_panels(axes, rows, agents, run_dir)
+
+
+def relay_rewards(cfg, episodes, custom) -> None:
+    from satseq.rewards.turn_rewards import assign_relay_rewards
+
+    assign_relay_rewards(episodes, own=cfg.reward.own, team=cfg.reward.team, custom=custom)

@@ -8,9 +8,12 @@ One stage (spec ``sat_seq.md`` §"Per stage")::
         c   = min(1, exp(Σ_{j updated} log π^j_new/π^j_cur))      # truncated IS, detached
         propose: ppo_epochs × mini-batches of
                  L = −c·min(r·A, clip(r,1−ε,1+ε)·A) + β·KL(π^i_θ‖π^i_cur),  r = exp(mean_t log ratio)
-        check:   q-quantile of exact per-state KL(π^i_new‖π^i_cur) ≤ target, else restore params
-                 + optimizer state, β ← 1.5β, propose again (≤ max_backtracks), else reject
-    certificate L = Σ_i [S_i − OCC_i − BIAS_i − FS_i]
+        check:   q-quantile of exact per-state KL(π^i_new‖π^i_cur) ≤ target, else shrink the step
+                 θ_cur + α^j Δ with β ← 1.5β (j ≤ max_backtracks), else restore π^i_cur (reject)
+    certificate: before the first stage, when due and after the last one, a PAC lower bound on the
+                 joint policy's vote accuracy and episode reward from a fresh batch
+                 (monitor/certificate, monitor/certificate_batch), and the certified improvement
+                 over the warm start
 
 The rollout, rewards, logging and checkpointing around a stage live in :mod:`satseq.loop`.
 """
@@ -28,7 +31,7 @@ from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
 from satseq.methods.sat_seq.agent_scheduler import AgentScheduler
 from satseq.methods.sat_seq.data.reweighting import episode_log_ratio, sequence_log_ratio, truncated_is_weight
 from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController
-from satseq.methods.sat_seq.monitor.certificate import AgentCertInput, pac_certificate
+from satseq.methods.sat_seq.monitor.certificate_batch import certificate_metrics
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.loop import make_optimizer, mean, minibatches, optimizer_step, policy_temperature, training_mode
@@ -39,15 +42,20 @@ _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
 class StageCoordinator:
     """Owns the per-agent optimizers and β's; ``update(stage, episodes)`` runs one stage's updates."""
 
-    def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu"):
+    def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu", certificate=None):
+        """``certificate``: a :class:`~satseq.methods.sat_seq.monitor.certificate_batch.CertificateBatch`
+        (None = no certificate)."""
         self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
+        self.certificate = certificate
+        self.cert_start: dict | None = None  # the warm start's bounds (for the certified improvement)
+        self.cert_start_known = True
         s = cfg.sat_seq
         self.agents = [a.name for a in s.agents]
         self.trainable = {a.name for a in s.agents if a.trainable}
         self.scheduler = AgentScheduler(self.agents, mode=s.scheduler, seed=cfg.seed)
         kc = cfg.algorithm.kl_ctrl
         self.controller = QuantileKLController(target_kl=kc.target_kl, quantile=kc.quantile,
-                                               max_backtracks=s.max_backtracks)
+                                               max_backtracks=s.max_backtracks, alpha=s.backtrack_alpha)
         self.betas = {n: kc.kl_coef for n in self.agents}
         self.optimizers = {n: make_optimizer(pool, n, s.lr, cfg) for n in self.agents if n in self.trainable}
         self.loss_fn = get_loss(s.policy_loss)
@@ -56,20 +64,22 @@ class StageCoordinator:
 
     # ------------------------------------------------------------------ the stage
     def update(self, stage: int, episodes: list[Episode]) -> dict:
-        s, K, E = self.cfg.sat_seq, len(self.agents), len(episodes)
+        s, E = self.cfg.sat_seq, len(episodes)
         rewards = torch.tensor([[t.reward for t in ep.turns] for ep in episodes], dtype=torch.float32)
         groups = torch.tensor([ep.group for ep in episodes])
         adv = seqaware_advantages(rewards, groups, gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam,
                                   A_clip=s.A_clip)
-        cert_adv = seqaware_advantages(rewards, groups, gamma=1.0, lam=1.0, A_clip=s.A_clip).raw
         mean_abs = {n: float(adv.normalized[:, k].abs().mean()) for k, n in enumerate(self.agents)}
         order = [n for n in self.scheduler.order(stage, mean_abs) if n in self.trainable]
 
         metrics: dict = {"stage/order": ",".join(order)}
+        if self.certificate is not None and self.cert_start is None and self.cert_start_known:
+            t0 = time.perf_counter()  # before the first update: the warm start's bounds
+            self.cert_start = self.certificate.certify(-1)
+            metrics.update({f"certificate/start_{k}_upper": b["upper_half"] for k, b in self.cert_start.items()})
+            metrics["time/certificate_start"] = time.perf_counter() - t0
         updated_log_ratios: list[torch.Tensor] = []
-        cert_inputs: list[AgentCertInput] = []
         for name in order:
-            k = self.agents.index(name)
             c = truncated_is_weight(updated_log_ratios, num_episodes=E) if updated_log_ratios else torch.ones(E)
             batch = turns_of(episodes, name, adv.normalized)
             t0 = time.perf_counter()
@@ -77,14 +87,10 @@ class StageCoordinator:
             metrics.update({f"{name}/{key}": v for key, v in m.items()})
             metrics[f"time/update_{name}"] = time.perf_counter() - t0
             updated_log_ratios.append(episode_log_ratio(seq_lr, batch.episode, E))
-            cert_inputs.append(AgentCertInput(name=name, c=c[batch.episode], w=seq_lr.exp(),
-                                              adv=cert_adv[batch.episode, k], kl_q=res.kl_quantile,
-                                              kl_max=res.kl_max))
-        if cert_inputs:
-            cert = pac_certificate(cert_inputs, num_turns=K, group_size=s.group_size,
-                                   quantile=self.cfg.algorithm.kl_ctrl.quantile, delta=s.certificate.delta,
-                                   w_max=s.certificate.w_max, A_max=self._return_bound(K))
-            metrics.update(cert.to_metrics())
+        if self.certificate is not None and self.certificate.due(stage):
+            t0 = time.perf_counter()
+            metrics.update(certificate_metrics(self.certificate.certify(stage), self.cert_start))
+            metrics["time/certificate"] = time.perf_counter() - t0
         return metrics
 
     # ------------------------------------------------------------------ one agent
@@ -140,21 +146,20 @@ class StageCoordinator:
         new_lp = last["new_lp"] if res.accepted else cur_lp  # a rejection restored π_cur exactly
         seq_lr = sequence_log_ratio(new_lp, cur_lp, mask).cpu()
         return res, seq_lr, {
-            "accepted": float(res.accepted), "backtracks": res.backtracks, "beta": res.beta,
+            "accepted": float(res.accepted), "backtracks": res.backtracks, "step_scale": res.step_scale,
+            "beta": res.beta,
             "kl_quantile": res.kl_quantile, "kl_mean": res.kl_mean, "is_weight_mean": float(c.mean()),
             "clipfrac": mean(stats["clipfrac"]), "loss": mean(stats["loss"]),
         }
 
-    def _return_bound(self, K: int) -> float | None:
-        if self.cfg.reward.custom:
-            return None  # unknown range: the certificate uses the largest |Â| observed
-        return K * abs(self.cfg.reward.own) + abs(self.cfg.reward.team)
-
     # ------------------------------------------------------------------ resume
     def state_dict(self) -> dict:
-        return {"betas": dict(self.betas), "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()}}
+        return {"betas": dict(self.betas), "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()},
+                "certificate_start": self.cert_start}
 
     def load_state_dict(self, state: dict) -> None:
         self.betas.update(state["betas"])
+        self.cert_start = state.get("certificate_start")
+        self.cert_start_known = "certificate_start" in state  # older states: no warm-start bound to compare
         for n, o in self.optimizers.items():
             o.load_state_dict(state["optimizers"][n])

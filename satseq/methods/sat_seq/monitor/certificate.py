@@ -1,132 +1,118 @@
-"""PAC lower bound on the stage's improvement (SAT-Seq spec, "Per stage" step 5).
+"""PAC lower bound on the joint policy's performance (SAT-Seq spec, "Per stage" step 5).
 
-Normalization: episodic and undiscounted, no (1 - gamma) factor. The bound is on
-``J(pi_new) - J(pi_cur)`` with J the expected *sum* of the episode's rewards, and Â must be the raw
-turn advantage in those units (``seqaware_advantages(..., gamma=1, lam=1).raw`` targets exactly
-this J; gamma < 1 or lam < 1 add a bias of order (1 - lam) that the bound does not cover).
+**What is bounded.** ``J_f(π) = E_{x ~ P} E_{episode ~ π(·|x)} [f(episode)]`` for a score f in
+[0, 1]: the vote accuracy (``f = 1{vote correct}``) and the normalised episode reward
+(``f = R / R_max``, R the sum of the episode's turn rewards, ``R_max = K · reward.own + reward.team``
+for correctness rewards). π is the joint sampling policy of the K agents at the moment the
+certificate batch is drawn (the rollout temperature included); P is the certificate pool
+(``sat_seq.certificate.pool``: the held-out set by default), prompts drawn uniformly with
+replacement.
 
-For each agent i (E_i episodes; c the truncated IS factor, w = pi^i_new(y)/pi^i_cur(y) the
-uncapped sequence ratio of agent i's turn, w̄ = min(w, w_max), KL_q the q-quantile of the per-state
-KL(pi^i_new || pi^i_cur) over visited states)::
+**Data.** A dedicated certificate batch (:mod:`satseq.methods.sat_seq.monitor.certificate_batch`):
+n prompts drawn i.i.d. from P, m episodes each, sampled from π with a generator of its own. The
+batch is fresh: nothing π was fitted on enters the bound (a bound on the episodes the update was
+fitted on is not valid: the earlier S − OCC − BIAS − FS bound came out above the truth in 2,000 of
+2,000 trials on coin-flip rewards). The i.i.d. units are the per-prompt means of f over the m
+episodes, each in [0, 1] with mean J_f(π).
 
-    S_i    = mean_e( c w̄ Â )
-    tau_i  = min(1, sqrt(KL_q / 2) + (1 - q) [, sqrt(KL_max / 2) when KL_max is given])
-             (Pinsker: an upper bound on the mean TV distance over visited states)
-    OCC_i  = eps_i * K (K - 1) * tau_i,   eps_i = max_e |Â|
-    BIAS_i = A_max * mean_e (w - w_max)_+  +  baseline_range * sqrt(ln(2/δ') / (2 group_size))
-    FS_i   = sqrt(2 V ln(2/δ') / n) + 7 R ln(2/δ') / (3 (n - 1))
-             (empirical Bernstein, Maurer & Pontil 2009, Thm 4, for terms in a range of width
-              R = 2 w_max A_max; V the unbiased sample variance of c w̄ Â, n = E_i)
-    L      = sum_i [ S_i - OCC_i - BIAS_i - FS_i ]
+**Concentration.** Chernoff–Hoeffding in KL form (Hoeffding 1963, Theorem 1, which holds for any
+independent variables in [0, 1]): for the mean X̄ of n such units and t > 0,
+``P(X̄ ≤ μ − t) ≤ exp(−n · kl(μ − t ‖ μ))`` with ``kl`` the Bernoulli relative entropy. Hence::
 
-δ split (union bound): each agent has two probabilistic terms (the Hoeffding baseline term and the
-Bernstein term), so δ' = δ / (2 · number of agents). A_max defaults to the largest |Â| seen (an
-empirical stand-in; pass the true bound, e.g. the return range, for a guarantee).
-Caveat (found while testing): S_i estimates E[c w A] = sum_a (pi_new - pi_cur) A <= 2 max|A| TV_i,
-while OCC_i = eps_i K(K-1) tau_i >= 2 eps_i TV_i for K >= 2. So in expectation S_i <= OCC_i and L
-is essentially never positive: valid, but it cannot certify an improvement. A CPO-style
-eps (Achiam et al. 2017, Cor. 1: max_s |E_{a~pi_new} A(s, a)|, itself O(TV)) would make OCC second
-order in the step; that is a change of the spec, not made here.
+    LB_δ(X̄) = min { p ≤ X̄ : n · kl(X̄ ‖ p) ≤ ln(1/δ) }      P(J < LB_δ) ≤ δ
+    UB_δ(X̄) = max { p ≥ X̄ : n · kl(X̄ ‖ p) ≤ ln(1/δ) }      P(J > UB_δ) ≤ δ
+
+solved by bisection (60 halvings: exact to float precision). It is never looser than Hoeffding's
+``X̄ − sqrt(ln(1/δ) / 2n)`` and much tighter near 0 and 1 (Pinsker).
+
+**Certified improvement** of π_T over the warm start π_0, from two independent batches:
+``LB_{δ/2}(J(π_T)) − UB_{δ/2}(J(π_0)) ≤ J(π_T) − J(π_0)`` with probability ≥ 1 − δ (union bound
+over the two one-sided statements).
+
+**Scope.** Each certificate is a statement about one policy with failure probability δ. Reported at
+several stages, the guarantee holds per certificate, not jointly: a joint statement over T
+certificates needs δ/T each (union bound).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Sequence
-
-import torch
-from torch import Tensor
 
 from satseq.errors import ConfigError
 
-
-@dataclass(frozen=True)
-class AgentCertInput:
-    """Per-agent inputs: tensors ``[E]`` over the stage's episodes."""
-
-    name: str
-    c: Tensor  # truncated IS factor (1 for the first agent in the order)
-    w: Tensor  # uncapped sequence ratio pi_new(y) / pi_cur(y) of the agent's turn
-    adv: Tensor  # raw turn advantage Â, reward units
-    kl_q: float  # q-quantile of per-state KL(pi_new || pi_cur) over visited states
-    kl_max: float | None = None  # max of the same values (optional; tightens tau)
+_BISECTIONS = 60
 
 
-@dataclass(frozen=True)
-class AgentCertTerms:
-    name: str
-    bound: float  # S - OCC - BIAS - FS
-    S: float
-    OCC: float
-    BIAS: float
-    FS: float
-    eps: float
-    tau: float
-    bias_cap: float
-    bias_baseline: float
-    variance: float
-    n: int
+def bernoulli_kl(p: float, q: float) -> float:
+    """``kl(p ‖ q) = p ln(p/q) + (1−p) ln((1−p)/(1−q))`` (0 ln 0 = 0; +inf when q ∈ {0, 1} ≠ p)."""
+    def term(a: float, b: float) -> float:
+        if a == 0.0:
+            return 0.0
+        if b == 0.0:
+            return math.inf
+        return a * math.log(a / b)
+
+    return term(p, q) + term(1.0 - p, 1.0 - q)
 
 
-@dataclass(frozen=True)
-class Certificate:
-    lower_bound: float
-    agents: tuple[AgentCertTerms, ...]
-    delta: float
-    delta_prime: float
-
-    def to_metrics(self, prefix: str = "certificate/") -> dict[str, float]:
-        """Flat name -> float dict for the trackers."""
-        out: dict[str, float] = {f"{prefix}lower_bound": self.lower_bound}
-        for a in self.agents:
-            for k, v in asdict(a).items():
-                if k != "name":
-                    out[f"{prefix}{a.name}/{k}"] = float(v)
-        return out
-
-
-def pac_certificate(
-    agents: Sequence[AgentCertInput],
-    *,
-    num_turns: int,
-    group_size: int,
-    quantile: float = 0.99,
-    delta: float = 0.05,
-    w_max: float = 2.0,
-    A_max: float | None = None,
-    baseline_range: float = 1.0,
-) -> Certificate:
-    """The lower bound L and its parts per agent (module docstring)."""
+def _check(mean: float, n: int, delta: float) -> None:
     if not 0.0 < delta < 1.0:
         raise ConfigError(f"certificate delta must be in (0, 1), got {delta}")
-    if not agents:
-        return Certificate(0.0, (), delta, delta)
-    K = int(num_turns)
-    d_prime = delta / (2 * len(agents))
-    log_term = math.log(2.0 / d_prime)
-    if A_max is None:
-        A_max = max(float(a.adv.detach().abs().max()) if a.adv.numel() else 0.0 for a in agents)
-    terms: list[AgentCertTerms] = []
-    for a in agents:
-        c = a.c.detach().double()
-        w = a.w.detach().double()
-        adv = a.adv.detach().double()
-        n = int(adv.numel())
-        if n < 2:
-            raise ValueError(f"certificate needs at least 2 episodes for agent {a.name}, got {n}")
-        x = c * torch.clamp(w, max=w_max) * adv
-        S = float(x.mean())
-        eps = float(adv.abs().max())
-        tau = math.sqrt(max(a.kl_q, 0.0) / 2.0) + (1.0 - quantile)
-        tv_max = 1.0 if a.kl_max is None else min(1.0, math.sqrt(max(a.kl_max, 0.0) / 2.0))
-        tau = min(1.0, tau, tv_max)
-        occ = eps * K * (K - 1) * tau
-        bias_cap = float(A_max) * float(torch.clamp(w - w_max, min=0.0).mean())
-        bias_base = baseline_range * math.sqrt(log_term / (2.0 * group_size))
-        var = float(x.var(unbiased=True))
-        R = 2.0 * w_max * float(A_max)
-        fs = math.sqrt(2.0 * var * log_term / n) + 7.0 * R * log_term / (3.0 * (n - 1))
-        bias = bias_cap + bias_base
-        terms.append(AgentCertTerms(a.name, S - occ - bias - fs, S, occ, bias, fs, eps, tau, bias_cap,
-                                    bias_base, var, n))
-    return Certificate(sum(t.bound for t in terms), tuple(terms), delta, d_prime)
+    if n < 1:
+        raise ValueError(f"a bound needs at least one sample, got n={n}")
+    if not -1e-12 <= mean <= 1.0 + 1e-12:
+        raise ValueError(f"the mean of [0, 1] scores must lie in [0, 1], got {mean}")
+
+
+def kl_lower_bound(mean: float, n: int, delta: float) -> float:
+    """``LB_δ``: a lower confidence bound at level 1 − δ on the mean of n i.i.d. [0, 1] variables."""
+    _check(mean, n, delta)
+    mean = min(max(mean, 0.0), 1.0)
+    budget = math.log(1.0 / delta) / n
+    lo, hi = 0.0, mean
+    if bernoulli_kl(mean, 0.0) <= budget:
+        return 0.0
+    for _ in range(_BISECTIONS):
+        mid = (lo + hi) / 2
+        if bernoulli_kl(mean, mid) > budget:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def kl_upper_bound(mean: float, n: int, delta: float) -> float:
+    """``UB_δ``: an upper confidence bound at level 1 − δ (the mirror of :func:`kl_lower_bound`)."""
+    _check(mean, n, delta)
+    return 1.0 - kl_lower_bound(1.0 - min(max(mean, 0.0), 1.0), n, delta)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Confidence bounds on one J_f from one batch: each side holds with probability ≥ 1 − delta."""
+
+    mean: float
+    lower: float
+    upper: float
+    n: int
+    delta: float
+
+
+def bound(values: Sequence[float], delta: float) -> Bound:
+    """Both one-sided bounds (each at level 1 − δ) on the mean of i.i.d. ``values`` in [0, 1]."""
+    vals = [float(v) for v in values]
+    if any(not (-1e-12 <= v <= 1.0 + 1e-12) for v in vals):
+        raise ValueError("certificate scores must lie in [0, 1]")
+    mean = sum(vals) / max(1, len(vals))
+    return Bound(mean, kl_lower_bound(mean, len(vals), delta), kl_upper_bound(mean, len(vals), delta), len(vals),
+                 delta)
+
+
+def improvement_lower_bound(new: Bound, old: Bound) -> float:
+    """``LB(J_new) − UB(J_old)``: holds with probability ≥ 1 − (δ_new + δ_old) (union bound); build
+    ``new`` and ``old`` at δ/2 each for a 1 − δ statement."""
+    return new.lower - old.upper
+
+
+__all__ = ["Bound", "bernoulli_kl", "bound", "improvement_lower_bound", "kl_lower_bound", "kl_upper_bound"]
