@@ -119,3 +119,27 @@ def test_frozen_agent_is_never_updated(tiny):
     assert m["stage/order"] == "agent_1,agent_3"
     after = pool.trainable_state("agent_2")
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_simultaneous_update_ignores_the_other_agents_updates(tiny):
+    """The simultaneous baseline updates every agent from the same batch with no IS factor and no order:
+    the last agent's update is bit for bit the one it gets when it is the only agent trained."""
+    from satseq.methods.simultaneous.updater import SimultaneousUpdater
+
+    cfg, pool, _, wf, eng, gen = _setup(tiny, **{"sat_seq.lr": 1e-3, "sat_seq.mini_batch_size": 64})
+    episodes = _episodes(wf, pool, eng, gen)
+    twin = AgentPool.full(AGENTS, [copy.deepcopy(pool.module(a)) for a in AGENTS], pool.tokenizer)
+    before = {a: pool.trainable_state(a) for a in AGENTS}
+    m = SimultaneousUpdater(cfg, pool, torch.Generator().manual_seed(1)).update(0, episodes)
+    alone_gen = torch.Generator().manual_seed(1)
+    for _ in AGENTS[:-1]:  # the mini-batch permutations the first two agents drew
+        torch.randperm(16, generator=alone_gen)
+    alone = SimultaneousUpdater(cfg, twin, alone_gen)
+    alone.trainable = AGENTS[-1:]
+    alone.update(0, episodes)
+    for a in AGENTS:
+        assert f"{a}/loss" in m and not any(k.startswith(f"{a}/is_weight") for k in m)
+        moved = pool.trainable_state(a)
+        assert any(not torch.equal(before[a][k], moved[k]) for k in moved)
+    last, last_alone = pool.trainable_state(AGENTS[-1]), twin.trainable_state(AGENTS[-1])
+    assert all(torch.equal(last[k], last_alone[k]) for k in last)

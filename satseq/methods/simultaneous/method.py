@@ -1,0 +1,25 @@
+"""``method=simultaneous``: the relay of SAT-Seq (same agents, rewards, advantages and loss), with
+every agent updated at once from the same batch — no sequential IS correction, no order, no KL
+check, no certificate (:mod:`satseq.methods.simultaneous.updater`). The baseline that shows what
+SAT-Seq's block-coordinate scheme adds; it inherits everything else from SAT-Seq's method."""
+from __future__ import annotations
+
+from satseq.methods.registry import register_method
+from satseq.methods.sat_seq.method import SatSeq
+
+
+@register_method
+class Simultaneous(SatSeq):
+    name = "simultaneous"
+    title = "Simultaneous multi-agent (baseline)"
+    owns_workflow = False     # a single model in the relay stands for SAT-Seq
+    metric_markers = ()       # its metrics are a subset of SAT-Seq's
+
+    @property
+    def default_run_name(self) -> str:
+        return self.name
+
+    def build_updater(self, cfg, rt, generator, prepared):
+        from satseq.methods.simultaneous.updater import SimultaneousUpdater
+
+        return SimultaneousUpdater(cfg, rt.pool, generator, rt.device)

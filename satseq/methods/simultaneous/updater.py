@@ -1,0 +1,73 @@
+"""Simultaneous multi-agent update: every trainable agent is updated from the same batch at once,
+with no importance correction for the others' updates, no order and no trust-region check — the
+independent (IPPO-style; MAGRPO in the multi-agent LLM libraries) update that SAT-Seq's
+block-coordinate scheme is compared with.
+
+Everything else is SAT-Seq's, so that the comparison isolates the update scheme: the relay workflow
+and rewards, the turn advantages (``adv/seqaware``: GAE over turns, normalised per (prompt, turn),
+clipped at ±``A_clip``), the policy loss ``sat_seq.policy_loss`` with ratio ``sat_seq.ratio`` and clip
+``sat_seq.epsilon``, the learning rate, mini-batches and epochs of the ``sat_seq`` section. Per agent::
+
+    L = −min(r·A, clip(r, 1−ε, 1+ε)·A)        (c = 1, β = 0; r against the batch's policy)
+
+All agents' old log-probs are computed before any agent moves (the batch's behaviour policy).
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers policy loss sat_seq)
+from satseq.algos import get_loss
+from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
+from satseq.records import Episode
+from satseq.update.batch import batch_logprobs, turns_of
+from satseq.update.loop import make_optimizer, mean, minibatches, optimizer_step, policy_temperature, training_mode
+
+_RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
+
+
+class SimultaneousUpdater:
+    def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu"):
+        s = cfg.sat_seq
+        self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
+        self.agents = [a.name for a in s.agents]
+        self.trainable = [a.name for a in s.agents if a.trainable]
+        self.optimizers = {n: make_optimizer(pool, n, s.lr, cfg) for n in self.trainable}
+        self.loss_fn = get_loss(s.policy_loss)
+        self.options = {"ratio": _RATIO[s.ratio]} if "ratio" in inspect.signature(self.loss_fn).parameters else {}
+        self.temperature = policy_temperature(cfg)
+        self.pad_id = pool.tokenizer.pad_token_id
+
+    def update(self, stage: int, episodes: list[Episode]) -> dict:
+        s = self.cfg.sat_seq
+        rewards = torch.tensor([[t.reward for t in ep.turns] for ep in episodes], dtype=torch.float32)
+        groups = torch.tensor([ep.group for ep in episodes])
+        adv = seqaware_advantages(rewards, groups, gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam,
+                                  A_clip=s.A_clip)
+        batches = {n: turns_of(episodes, n, adv.normalized) for n in self.trainable}
+        old = {n: batch_logprobs(self.pool.module(n), batches[n], self.pad_id, temperature=self.temperature,
+                                 device=self.device)[0] for n in self.trainable}
+        metrics: dict = {}
+        for name in self.trainable:
+            model, batch, losses, clipfracs = self.pool.module(name), batches[name], [], []
+            with training_mode(model):
+                for idx, mb in minibatches(batch, s.ppo_epochs, s.mini_batch_size, self.gen):
+                    lp, m = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature, device=self.device,
+                                           grad=True, chunk=len(mb))
+                    loss, lm = self.loss_fn(lp, old[name][idx][:, :lp.shape[1]], mb.advantages.to(lp.device), m,
+                                            clip_low=s.epsilon, clip_high=s.epsilon, agg_mode="seq-mean-token-mean",
+                                            **self.options)
+                    losses.append(optimizer_step(self.optimizers[name], loss, self.pool.parameters(name),
+                                                 self.cfg.trainer.grad_clip))
+                    clipfracs.append(float(lm["clipfrac"]))
+            metrics.update({f"{name}/loss": mean(losses), f"{name}/clipfrac": mean(clipfracs)})
+        return metrics
+
+    def state_dict(self) -> dict:
+        return {"optimizers": {n: o.state_dict() for n, o in self.optimizers.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        for n, o in self.optimizers.items():
+            o.load_state_dict(state["optimizers"][n])
