@@ -50,6 +50,25 @@ def ensure_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig |
     return out
 
 
+def method_warm_start_dir(output_dir: str | Path, stem: str, seed: int = 0) -> Path:
+    return Path(output_dir) / "embedded" / f"{stem}_seed{seed}"
+
+
+def ensure_method_warm_start(output_dir: str | Path, *, stem: str, task, examples, sft: dict, what: str,
+                             info: dict, seed: int = 0, cfg: SFTConfig | None = None, n_examples: int = 20000,
+                             eval_size: int = HELD_OUT_POOL, show_progress: bool = True, console=print) -> Path:
+    """A method's own warm start, ``<output_dir>/embedded/<stem>_seed<seed>``: the base warm start, SFT
+    continued (``sft`` defaults) on ``examples(n, seed=, exclude=)`` transcripts that never show a
+    problem of ``task``'s held-out split. Built on first use, atomically."""
+
+    def make():
+        return examples(n_examples, seed=seed, exclude=eval_exclusion(task, eval_size))
+
+    return continue_sft(output_dir, method_warm_start_dir(output_dir, stem, seed), make,
+                        cfg or SFTConfig(seed=seed, **sft), what, {**info, "n_examples": n_examples},
+                        seed=seed, eval_size=eval_size, show_progress=show_progress, console=console)
+
+
 def continue_sft(output_dir, out: Path, examples, cfg: SFTConfig, what: str, info: dict, *, seed: int,
                   eval_size: int, show_progress: bool, console) -> Path:
     from satseq.models.loading import load_causal_lm

@@ -6,26 +6,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from satseq.data.arithmetic import ArithmeticTask
-from satseq.models.warm_start import HELD_OUT_POOL, continue_sft, eval_exclusion
-from satseq.models.sft import SFTConfig
+from satseq.models.warm_start import HELD_OUT_POOL, ensure_method_warm_start, method_warm_start_dir
 
 MULTITURN_SFT = dict(steps=300, lr=1e-3, warmup_steps=10)
 
 
 def multiturn_warm_start_dir(output_dir: str | Path, seed: int = 0) -> Path:
-    return Path(output_dir) / "embedded" / f"multiturn_seed{seed}"
+    return method_warm_start_dir(output_dir, "multiturn", seed)
 
 
-def ensure_multiturn_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig | None = None,
-                                n_examples: int = 20000, eval_size: int = HELD_OUT_POOL, show_progress: bool = True,
-                                console=print) -> Path:
-    """The warm start for PAG (built on first use, atomically)."""
+def ensure_multiturn_warm_start(output_dir: str | Path, *, seed: int = 0, n_examples: int = 20000,
+                                eval_size: int = HELD_OUT_POOL, **kw) -> Path:
     from satseq.data.multiturn import MIX, multiturn_examples
 
-    def examples():
-        return multiturn_examples(n_examples, seed=seed, exclude=eval_exclusion(ArithmeticTask(seed=seed), eval_size))
-
-    return continue_sft(output_dir, multiturn_warm_start_dir(output_dir, seed), examples,
-                        cfg or SFTConfig(seed=seed, **MULTITURN_SFT), "solve/verify/revise/coach/refine",
-                        {"task": "arithmetic-3digit-add multi-turn", "mix": MIX, "n_examples": n_examples},
-                        seed=seed, eval_size=eval_size, show_progress=show_progress, console=console)
+    return ensure_method_warm_start(
+        output_dir, stem="multiturn", task=ArithmeticTask(seed=seed), examples=multiturn_examples, sft=MULTITURN_SFT,
+        what="solve/verify/revise/coach/refine", info={"task": "arithmetic-3digit-add multi-turn", "mix": MIX},
+        seed=seed, n_examples=n_examples, eval_size=eval_size, **kw)
