@@ -78,7 +78,7 @@ def _one(a, root: Path, seed: int) -> dict:
 
     from satseq.config import load_config
     from satseq.methods.apo.stage1 import cache_path, compute_vstar
-    from satseq.methods.registry import get_method
+    from satseq.registry import get_method
     from satseq.loop import train
     from satseq.runtime import build_runtime
 

@@ -55,7 +55,7 @@ def _vote(rt, dirs: list[Path], seed: int) -> float:
 
 def run_seed(out: Path, seed: int, stages: int, threads: int) -> dict:
     import satseq
-    from satseq.methods.registry import get_method
+    from satseq.registry import get_method
     from satseq.runtime import build_runtime
 
     base = PRESET + [f"output_dir={out}", f"seed={seed}", f"threads={threads}"]

@@ -40,15 +40,17 @@ class TrainResult:
         return self.metrics[-1] if self.metrics else {}
 
 
+def _yaml_value(v) -> str:
+    return yaml.safe_dump(v, default_flow_style=True).strip().removesuffix("...").strip()
+
+
 def _override_items(overrides, kwargs: dict) -> list[str]:
     items: list[str] = []
     if isinstance(overrides, Mapping):
-        items += [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
-                  for k, v in overrides.items()]
+        items += [f"{k}={_yaml_value(v)}" for k, v in overrides.items()]
     elif overrides:
         items += [str(x) for x in overrides]
-    for k, v in kwargs.items():
-        items.append(f"{k.replace('__', '.')}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}")
+    items += [f"{k.replace('__', '.')}={_yaml_value(v)}" for k, v in kwargs.items()]
     return items
 
 

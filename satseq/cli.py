@@ -121,7 +121,7 @@ def convert_gguf(gguf: str = typer.Argument(..., help="a .gguf file, or 'smollm2
 
 def _register_subcommands() -> None:
     from satseq.eval.cli import eval_command
-    from satseq.methods.registry import METHODS, discover
+    from satseq.registry import METHODS, discover
     from satseq.plot_cli import plot_command
 
     app.command("eval", help=eval_command.__doc__)(user_errors(eval_command))

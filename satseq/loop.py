@@ -3,7 +3,7 @@
     dataset ─▶ workflow.rollout ─▶ episodes ─▶ rewards ─▶ updater.update ─▶ metrics / checkpoints
 
 Nothing here names a method: ``cfg.method`` is looked up in the registry
-(:mod:`satseq.methods.registry`) and the :class:`~satseq.methods.base.Method` supplies the agents,
+(:mod:`satseq.registry`) and the :class:`~satseq.methods.base.Method` supplies the agents,
 the workflow, reward assignment, the updater and its metrics. The loop resumes from
 ``<run_dir>/trainer_state`` when it exists (``resume=true``) and then continues the very same run:
 weights, optimizer states, β's, RNG streams and the data position are all restored.
@@ -24,7 +24,7 @@ from satseq.config.loader import finalize
 from satseq.data.sampler import EpochSampler
 from satseq.errors import ConfigError
 from satseq.methods.base import RewardContext
-from satseq.methods.registry import get_method
+from satseq.registry import get_method
 from satseq.rewards.custom import resolve_custom_reward
 from satseq.runtime import build_runtime
 from satseq.tracking import Tracker

@@ -19,7 +19,7 @@ from satseq.errors import ConfigError
 
 
 def test_registries_populated_and_lookup():
-    from satseq.methods.registry import discover
+    from satseq.registry import discover
 
     discover()  # the methods register their own formulas (seqaware, sat_seq, apo)
     assert {"grpo", "dr_grpo", "seqaware"} <= set(ADV_ESTIMATORS)
@@ -29,7 +29,7 @@ def test_registries_populated_and_lookup():
 
 
 def test_unknown_names_are_config_errors():
-    from satseq.methods.registry import discover
+    from satseq.registry import discover
 
     discover()
     with pytest.raises(ConfigError, match=r"unknown advantage estimator 'nope' \(known: dr_grpo, grpo, seqaware\)"):
@@ -48,7 +48,7 @@ def test_algos_never_imports_a_method_and_methods_register_their_own_formulas(mo
     import satseq
 
     before = set(sys.modules)
-    for name in [n for n in sys.modules if n.startswith(("satseq.algos", "satseq.methods"))]:
+    for name in [n for n in sys.modules if n.startswith(("satseq.algos", "satseq.methods", "satseq.registry"))]:
         monkeypatch.delitem(sys.modules, name)
     try:
         _fresh_import_checks(monkeypatch, satseq)
@@ -65,7 +65,7 @@ def _fresh_import_checks(monkeypatch, satseq):
     reg = sys.modules["satseq.algos.registry"]
     assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo"] and sorted(reg.POLICY_LOSSES) == ["gspo", "ppo"]
     assert reg.ADV_ESTIMATORS["grpo"] is not grpo_advantages  # really a fresh import
-    importlib.import_module("satseq.methods.registry").discover()
+    importlib.import_module("satseq.registry").discover()
     assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo", "seqaware"]
     assert sorted(reg.POLICY_LOSSES) == ["apo", "gspo", "ppo", "sat_seq"]
     assert reg.loss_names("clipped_pg") == ["gspo", "ppo", "sat_seq"] and reg.loss_names("regression") == ["apo"]

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from satseq.methods.base import Method
-from satseq.methods.registry import method_names, register_method
+from satseq.registry import method_names, register_method
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.loop import make_optimizer, optimizer_step, policy_temperature, training_mode
 
@@ -113,7 +113,7 @@ def test_method_contract(method, tiny_dir, tmp_path):
     ev = _cli("eval", "--checkpoint_dir", a, "--dataset", "embedded", "--limit", "3", "--output_dir", tmp_path / "ev",
               "--max_new_tokens", "6", "--threads", "1")
     assert ev.returncode == 0, ev.stderr[-2000:]
-    from satseq.methods.registry import get_method
+    from satseq.registry import get_method
 
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["n_problems"] == 3

@@ -129,7 +129,7 @@ def test_mlmt_dashboard(tmp_path):
 @pytest.mark.parametrize("method,title", [("sat_seq", "SAT-Seq"), ("mlmt", "MLMT-RL"), ("pag", "PAG"),
                                           ("apo", "A*-PO"), ("grpo", "GRPO")])
 def test_builtin_methods_own_their_layout(method, title):
-    from satseq.methods.registry import get_method
+    from satseq.registry import get_method
 
     m = get_method(method)  # a built-in must be registered: an unknown method falls back to the default layout
     assert m.title == title and callable(m.dashboard)

@@ -75,7 +75,7 @@ def test_mlmt_and_the_coach_workflow_use_the_sum_of_three():
     from satseq.data.arithmetic import ArithmeticTask
     from satseq.eval.runner import _load_dataset
     from satseq.eval.targets import method_of
-    from satseq.methods.registry import get_method
+    from satseq.registry import get_method
     from satseq.models.warm_start import eval_exclusion
 
     assert isinstance(get_method("mlmt").embedded_task(), SumOfThreeTask)
@@ -91,7 +91,7 @@ def test_mlmt_and_the_coach_workflow_use_the_sum_of_three():
 
 def test_training_datasets_follow_the_method():
     from satseq.config import load_config
-    from satseq.methods.registry import get_method
+    from satseq.registry import get_method
     from satseq.runtime import load_datasets
 
     def load_datasets_of(cfg):

@@ -249,7 +249,7 @@ def finalize(cfg: TrainConfig) -> TrainConfig:
     """The method's part of loading: ``method`` must be registered; the method's defaults fill the
     keys the user left unset (``run_name``; e.g. ``rollout.max_new_tokens`` for MLMT); the method
     checks its settings (:meth:`satseq.methods.base.Method.validate`). Idempotent."""
-    from satseq.methods.registry import get_method
+    from satseq.registry import get_method
 
     method = get_method(cfg.method)
     if "run_name" not in cfg.model_fields_set:

@@ -187,11 +187,10 @@ def run_evaluation(
         raise ConfigError(f"--batch_size must be >= 1, got {batch_size}")
     if threads < 0:
         raise ConfigError(f"--threads must be >= 0, got {threads}")
-    from satseq.workflows.base import WORKFLOWS, _load_builtin
+    from satseq.workflows.base import workflow_names
 
-    _load_builtin()
-    if workflow is not None and workflow not in WORKFLOWS:
-        raise ConfigError(f"--workflow must be one of {', '.join(sorted(WORKFLOWS))} (or left out), got '{workflow}'")
+    if workflow is not None and workflow not in workflow_names():
+        raise ConfigError(f"--workflow must be one of {', '.join(workflow_names())} (or left out), got '{workflow}'")
     ks = _resolve_ks(ks, n, console)
     if threads > 0:
         torch.set_num_threads(threads)

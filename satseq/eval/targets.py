@@ -95,7 +95,7 @@ def _lora_shape_from_adapter(cfg, adapter_dir: Path) -> None:
 def method_of(checkpoint_dir=None, workflow: str | None = None):
     """The registered method a target stands for: the run's (``run_info.json``), else the one that
     trains with ``workflow`` (default ``single``)."""
-    from satseq.methods.registry import get_method, method_for_workflow
+    from satseq.registry import get_method, method_for_workflow
 
     info = Path(str(checkpoint_dir or "")).expanduser() / "run_info.json"
     try:
@@ -111,7 +111,7 @@ def method_of(checkpoint_dir=None, workflow: str | None = None):
 
 
 def _trained_with(workflow: str) -> str:
-    from satseq.methods.registry import method_for_workflow
+    from satseq.registry import method_for_workflow
 
     m = method_for_workflow(workflow)
     return m.title if m is not None else workflow

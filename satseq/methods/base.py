@@ -2,7 +2,7 @@
 from a training method, with the defaults a single-policy, single-turn method uses.
 
 A method subclasses :class:`Method`, sets its class attributes and overrides what differs, then
-registers itself (:func:`satseq.methods.registry.register_method`). One training stage, as the loop
+registers itself (:func:`satseq.registry.register_method`). One training stage, as the loop
 (:mod:`satseq.loop`) runs it, in the method's words::
 
     episodes = workflow.rollout(problems, pool, engine, group_size=method.group_size(cfg))

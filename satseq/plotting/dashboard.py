@@ -4,7 +4,7 @@ The layout is the run's method's: :func:`run_info` reads ``method`` from ``run_i
 from the metric names when absent: the first registered method, in name order, with a
 ``metric_markers`` pattern that matches a logged metric; else the method that trains with the
 ``single`` workflow), and :func:`plot_dashboard` looks it up in the method registry
-(:func:`satseq.methods.registry.get_method`): ``m.dashboard(axes, rows, agents, run_dir)`` draws the
+(:func:`satseq.registry.get_method`): ``m.dashboard(axes, rows, agents, run_dir)`` draws the
 six panels (each method's in ``satseq/methods/<name>/dashboard.py``, which lists them) and
 ``m.title`` names the layout in the figure title (the method's name when empty). A method the
 registry does not know (a run of a method registered outside satseq) is drawn with the default
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from satseq.errors import ConfigError
-from satseq.methods.registry import METHODS, discover, get_method, method_for_workflow
+from satseq.registry import METHODS, discover, get_method, method_for_workflow
 from satseq.plotting.common import all_keys, num, read_json
 from satseq.tracking import read_metrics
 from satseq.utils.io import atomic_write

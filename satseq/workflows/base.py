@@ -15,7 +15,7 @@ recorded with :meth:`satseq.records.Turn.from_generation`, with ``role`` and ``a
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import torch
 
@@ -63,6 +63,12 @@ def check_roles(name: str, needed, agents) -> dict[str, str]:
     return agents
 
 
+def workflow_names() -> list[str]:
+    """The registered workflows (the built-in ones are loaded first)."""
+    _load_builtin()
+    return sorted(WORKFLOWS)
+
+
 def make_workflow(name: str, agents: dict[str, str], prompt_format, sampling: SamplingParams,
                   **options) -> Workflow:
     """Build the registered workflow ``name``."""
@@ -79,6 +85,3 @@ def _load_builtin() -> None:
 
     for mod in ("single", "relay", "coach", "self_verify"):
         importlib.import_module(f"satseq.workflows.{mod}")
-
-
-Rollout = Callable[..., list[Episode]]

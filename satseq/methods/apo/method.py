@@ -6,7 +6,7 @@ from __future__ import annotations
 import satseq.methods.apo.loss  # noqa: F401  (registers the regression loss apo)
 from satseq.errors import ConfigError
 from satseq.methods.base import Method
-from satseq.methods.registry import register_method
+from satseq.registry import register_method
 
 
 def vstar_for_training(cfg, rt, custom, console):

@@ -4,7 +4,7 @@ clipped policy-gradient update (:mod:`satseq.methods.grpo.updater`). Every defau
 from __future__ import annotations
 
 from satseq.methods.base import Method
-from satseq.methods.registry import register_method
+from satseq.registry import register_method
 
 
 @register_method

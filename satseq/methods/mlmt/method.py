@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from satseq.errors import ConfigError, SatseqError
 from satseq.methods.base import AgentSpec, Method
-from satseq.methods.registry import register_method
+from satseq.registry import register_method
 
 SOLVER, COACH = "solver", "coach"
 SHARED_AGENT = "actor"

@@ -4,7 +4,7 @@ GRPO clipped update or A*-PO's regression (``pag.update``)."""
 from __future__ import annotations
 
 from satseq.methods.base import Method
-from satseq.methods.registry import register_method
+from satseq.registry import register_method
 
 
 @register_method

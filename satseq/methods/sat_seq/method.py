@@ -6,7 +6,7 @@ from __future__ import annotations
 import satseq.methods.sat_seq.adv.seqaware  # noqa: F401  (registers advantage estimator seqaware)
 import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers policy loss sat_seq)
 from satseq.methods.base import AgentSpec, Method
-from satseq.methods.registry import register_method
+from satseq.registry import register_method
 
 
 @register_method

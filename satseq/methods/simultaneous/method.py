@@ -4,7 +4,7 @@ check, no certificate (:mod:`satseq.methods.simultaneous.updater`). The baseline
 SAT-Seq's block-coordinate scheme adds; it inherits everything else from SAT-Seq's method."""
 from __future__ import annotations
 
-from satseq.methods.registry import register_method
+from satseq.registry import register_method
 from satseq.methods.sat_seq.method import SatSeq
 
 

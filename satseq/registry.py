@@ -5,7 +5,7 @@ its config section and defaults, how rewards are assigned, its updater, its held
 dashboard layout, its embedded task and warm start. The loop (:mod:`satseq.loop`), the CLI,
 ``satseq eval`` and ``satseq plot`` look a method up here and never name one::
 
-    from satseq.methods.registry import Method, register_method
+    from satseq.registry import Method, register_method
 
     @register_method
     class Reinforce(Method):
