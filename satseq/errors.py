@@ -10,8 +10,17 @@ from __future__ import annotations
 class SatseqError(Exception):
     """A problem with the user's input, reported as one line."""
 
+    #: Longest message kept; the head names the file and line or the key, the rest is cut.
+    MAX_LENGTH = 1000
+
     def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))
+        text = str(message)
+        if len(text) > 4 * self.MAX_LENGTH:
+            text = text[: 4 * self.MAX_LENGTH]
+        text = " ".join(text.split())
+        if len(text) > self.MAX_LENGTH:
+            text = text[: self.MAX_LENGTH - 3] + "..."
+        super().__init__(text)
 
 
 class ConfigError(SatseqError):

@@ -30,6 +30,7 @@ class Problem:
     problem: str
     answer: str
     meta: dict = field(default_factory=dict)
+    source: str = field(default="", compare=False, repr=False)  # "file:line" it was read from, if any
 
 
 @dataclass

@@ -95,11 +95,12 @@ def test_record_formats(tmp_path):
         {"prompt": "Solve y", "chosen": "  42 \n", "rejected": "41"},
         {"prompt": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "Solve z"}],
          "reward_model": {"ground_truth": "9"}, "unique_id": "u9"},
-        {"problem": "int answer", "answer": 17},
+        {"problem": "string answer", "answer": "17"},
     ])
     ps = load_problems(path)
     assert [p.problem_id for p in ps] == ["a", 7, 2, 3, "u9", 5]
     assert [p.answer for p in ps] == ["2", "1234", "\\frac{1}{2}", "42", "9", "17"]
+    assert ps[0].source == f"{path}:1"
     assert [p.problem for p in ps][:5] == ["1+1?", "How many?", "Solve x", "Solve y", "Solve z"]
     assert ps[2].meta["rejected"] == "\\boxed{3}"
     assert len(load_problems(path, limit=2)) == 2

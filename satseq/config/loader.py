@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import os
 import types
 import typing
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-import yaml
 from pydantic import BaseModel, ValidationError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from satseq.config.schema import TrainConfig
 from satseq.errors import ConfigError
+from satseq.utils import strict_yaml
 from satseq.utils.io import write_yaml
+from satseq.utils.strict_io import read_text, short
 
 _MISSING = object()
 
@@ -32,23 +35,58 @@ def _read_yaml(path: Path) -> dict:
         raise ConfigError(f"{path}: config file not found")
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory, expected a YAML config file")
+    text = read_text(path, ConfigError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read config file ({e})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        problem = getattr(e, "problem", None) or getattr(e, "context", None) or str(e)
-        if mark is not None:
-            raise ConfigError(f"{path}:{mark.line + 1}: invalid YAML: {problem} (column {mark.column + 1})") from None
-        raise ConfigError(f"{path}: invalid YAML: {problem}") from None
+        data = strict_yaml.load(text, check=_check_numbers)
+    except strict_yaml.YAMLRefused as e:
+        raise ConfigError(f"{path}{'' if e.line is None else f':{e.line}'}: {e.message}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of config sections, got {_type_name(data)}")
     return data
+
+
+def _is_numeric(annotation: Any) -> bool:
+    alts = _unwrap(annotation)
+    return any(a in (int, float) for a in alts) and bool not in alts
+
+
+def _check_numbers(node: Node, model: type[BaseModel] = TrainConfig, prefix: str = "") -> None:
+    """Before any value is built: a numeric key holding a YAML boolean (``yes``, ``off``...) or a
+    non-finite float (``.inf``, ``.nan``) is refused with its line and the text as written."""
+    if not isinstance(node, MappingNode):
+        return
+    for key_node, value in node.value:
+        if isinstance(key_node, ScalarNode) and key_node.value in model.model_fields:
+            _check_value(value, model.model_fields[key_node.value].annotation, prefix + key_node.value)
+
+
+def _finite(text: str) -> bool:
+    text = text.lower().replace("_", "")
+    if "inf" in text or "nan" in text:
+        return False
+    try:
+        return math.isfinite(float(text))
+    except ValueError:  # e.g. the sexagesimal 1:30.5: finite
+        return True
+
+
+def _check_value(node: Node, annotation: Any, key: str) -> None:
+    if isinstance(node, ScalarNode) and _is_numeric(annotation):
+        as_written = node.value if len(node.value) <= 40 else node.value[:37] + "..."
+        if node.tag == "tag:yaml.org,2002:bool":
+            raise strict_yaml.YAMLRefused(f"{key}: expected a number, got a boolean ({as_written})",
+                                          node.start_mark.line + 1)
+        if node.tag == "tag:yaml.org,2002:float" and not _finite(node.value):
+            raise strict_yaml.YAMLRefused(f"{key}: expected a finite number, got {as_written}",
+                                          node.start_mark.line + 1)
+    for alt in _unwrap(annotation):
+        if isinstance(alt, type) and issubclass(alt, BaseModel) and isinstance(node, MappingNode):
+            _check_numbers(node, alt, key + ".")
+        elif typing.get_origin(alt) is list and isinstance(node, SequenceNode) and typing.get_args(alt):
+            for i, item in enumerate(node.value):
+                _check_value(item, typing.get_args(alt)[0], f"{key}.{i}")
 
 
 def _type_name(value: Any) -> str:
@@ -59,9 +97,11 @@ def _type_name(value: Any) -> str:
 # ----------------------------------------------------------------------------------- overrides
 def _parse_value(text: str) -> Any:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text  # e.g. "a: b: c" -- keep the raw string; the schema decides
+        return strict_yaml.load(text)
+    except strict_yaml.YAMLRefused as e:
+        if e.message.startswith("invalid YAML"):
+            return text  # e.g. "a: b: c" -- keep the raw string; the schema decides
+        raise ConfigError(f"config override value {_short(text)}: {e.message}") from None
 
 
 def _default_at(parts: Sequence[str]) -> Any:
@@ -163,8 +203,7 @@ def _clean_loc(loc: Sequence[Any], *, keep_last: bool) -> tuple[str, list[str]]:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return short(value, limit)  # lazily: never renders more of a huge value than it shows
 
 
 def _format_validation_error(err: ValidationError, source: str, override_keys: dict[str, str]) -> str:
@@ -199,7 +238,7 @@ def _format_validation_error(err: ValidationError, source: str, override_keys: d
     got = first.get("input", _MISSING)
     if isinstance(got, (dict, list)) and first["type"] not in ("list_type", "dict_type", "model_type"):
         return f"{label}: {msg}"
-    return f"{label}: {msg}" + ("" if got is _MISSING else f" (got {_short(got)})")
+    return f"{label}: {msg}" + ("" if got is _MISSING or "got " in msg else f" (got {_short(got)})")
 
 
 # ------------------------------------------------------------------------------------- public

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 KLEstimator = Literal["exact", "k1", "k3"]
 
@@ -16,4 +16,25 @@ class Section(BaseModel):
         validate_assignment=True,
         validate_default=True,
         coerce_numbers_to_str=True,  # `run_name: 2024` is the string "2024", not an error
+        allow_inf_nan=False,  # `A_clip: .inf`, `gamma: nan` are errors
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value, info):
+        """``gamma: yes`` / ``gamma=true`` is an error, not 1.0, for a key that takes a number."""
+        if isinstance(value, bool) and info.field_name and _takes_number(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"expected a number, got a boolean ({str(value).lower()})")
+        return value
+
+
+def _takes_number(annotation) -> bool:
+    """A field of type int or float (or Optional of them), but not one that also takes a bool."""
+    import types
+    import typing
+
+    alts = [annotation]
+    while any(typing.get_origin(a) in (typing.Union, types.UnionType) for a in alts):
+        alts = [x for a in alts for x in (typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType)
+                                          else (a,))]
+    return any(a in (int, float) for a in alts) and bool not in alts

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
 from satseq.errors import ConfigError, DataError, OfflineError
 from satseq.rewards.extract import extract_boxed, parse_gsm8k_answer
-from satseq.utils.io import read_jsonl
+from satseq.utils.strict_io import JSONRefused, read_text, short
+from satseq.utils.strict_io import loads as strict_loads
 from satseq.records import Problem
 
 __all__ = ["BENCHMARKS", "HUB_SOURCES", "load_problems", "resolve_data_dir"]
@@ -59,6 +61,7 @@ _MATH_SUBJECTS = (
 _EXTENSIONS = (".jsonl", ".json", ".parquet")
 _PROBLEM_KEYS = ("problem", "question", "prompt")
 _ID_KEYS = ("id", "problem_id", "unique_id")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
@@ -171,7 +174,7 @@ def _load_benchmark_from_hub(name: str, *, split: str, expected: Path) -> list[P
             rows = [dict(r) for r in datasets.load_dataset(repo, config, split=hub_split)]
     except Exception as e:  # noqa: BLE001 — connection errors come in many types
         raise OfflineError(_offline_message(name, expected, f"{type(e).__name__}: {e}")) from None
-    return _rows_to_problems(rows, where, lambda i: f"{where}: row {i}")
+    return _rows_to_problems(rows, where, lambda i: f"{where}: row {i}", strict=False)
 
 
 def _load_hub_id(repo: str, *, split: str) -> list[Problem]:
@@ -186,7 +189,7 @@ def _load_hub_id(repo: str, *, split: str) -> list[Problem]:
     except Exception as e:  # noqa: BLE001
         raise OfflineError(f"cannot load hub dataset {repo!r} split {split!r} ({type(e).__name__}: {e})") from None
     where = f"hub:{repo}"
-    return _rows_to_problems(rows, where, lambda i: f"{where}: row {i}")
+    return _rows_to_problems(rows, where, lambda i: f"{where}: row {i}", strict=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -195,51 +198,99 @@ def _load_hub_id(repo: str, *, split: str) -> list[Problem]:
 
 
 def load_file(path: str | os.PathLike) -> list[Problem]:
-    """Problems from one ``.jsonl``, ``.json`` or ``.parquet`` file."""
+    """Problems from one ``.jsonl``, ``.json`` or ``.parquet`` file (strict: see "Strict reading")."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in _EXTENSIONS:
         raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r} (use .jsonl, .json or .parquet)")
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    if suffix == ".parquet":
+        rows = _read_parquet(path)
+        return _rows_to_problems(rows, str(path), lambda i: f"{path}: row {i}")
+    text = read_text(path)
     if suffix == ".jsonl":
-        rows = read_jsonl(path)
-        line_of = _nonblank_line_numbers(path)
+        rows, line_of = _jsonl_rows(path, text)
         return _rows_to_problems(rows, str(path), lambda i: f"{path}:{line_of[i]}")
-    if suffix == ".json":
-        rows, located = _read_json(path)
-        return _rows_to_problems(rows, str(path), located)
-    rows = _read_parquet(path)
-    return _rows_to_problems(rows, str(path), lambda i: f"{path}: row {i}")
+    rows, located = _read_json(path, text)
+    return _rows_to_problems(rows, str(path), located)
 
 
-def _nonblank_line_numbers(path: Path) -> list[int]:
-    """1-based line numbers of the non-blank lines (the rows ``read_jsonl`` returns, in order)."""
-    with open(path, encoding="utf-8") as fh:
-        return [i for i, line in enumerate(fh.readlines(), start=1) if line.strip()]
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
+            bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _read_json(path: Path) -> tuple[list[dict], Callable[[int], str]]:
-    text = path.read_text(encoding="utf-8")
+def _jsonl_rows(path: Path, text: str) -> tuple[list[dict], list[int]]:
+    """The objects of a JSON-lines text and their 1-based line numbers (blank lines skipped)."""
+    rows: list[dict] = []
+    lines: list[int] = []
+    for i, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = strict_loads(line, first_line=i)
+        except JSONRefused as e:
+            raise DataError(f"{path}:{e.line}: {e.message}") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}:{i}: expected a JSON object, got {_json_type(obj)}")
+        rows.append(obj)
+        lines.append(i)
+    return rows, lines
+
+
+def _read_json(path: Path, text: str) -> tuple[list[dict], Callable[[int], str]]:
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        if e.msg == "Extra data":  # JSON lines in a .json file (what datasets' to_json writes)
-            rows = read_jsonl(path)
-            line_of = _nonblank_line_numbers(path)
+        obj = strict_loads(text)
+    except JSONRefused as e:
+        if e.extra_data:  # JSON lines in a .json file (what datasets' to_json writes)
+            rows, line_of = _jsonl_rows(path, text)
             return rows, lambda i: f"{path}:{line_of[i]}"
-        raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+        raise DataError(f"{path}:{e.line}: {e.message}") from None
+    item_lines = None
     if isinstance(obj, dict):
         lists = [v for k, v in obj.items() if k in ("data", "rows", "examples", "problems") and isinstance(v, list)]
         if not lists:
             raise DataError(f"{path}: expected a list of objects or {{\"data\": [...]}}")
         obj = lists[0]
+    elif isinstance(obj, list):
+        item_lines = _array_item_lines(text)
     if not isinstance(obj, list):
-        raise DataError(f"{path}: expected a list of objects, got {type(obj).__name__}")
+        raise DataError(f"{path}: expected a list of objects, got {_json_type(obj)}")
+
+    def located(i: int) -> str:
+        return f"{path}:{item_lines[i]}" if item_lines else f"{path}: row {i}"
+
     for i, r in enumerate(obj):
         if not isinstance(r, dict):
-            raise DataError(f"{path}: row {i}: expected a JSON object, got {type(r).__name__}")
-    return obj, lambda i: f"{path}: row {i}"
+            raise DataError(f"{located(i)}: expected a JSON object, got {_json_type(r)}")
+    return obj, located
+
+
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _array_item_lines(text: str) -> list[int] | None:
+    """1-based line where each item of a top-level JSON array starts (``text`` already validated)."""
+    dec = json.JSONDecoder()
+    i = _JSON_WS.match(text, 0).end()
+    if text[i:i + 1] != "[":
+        return None
+    i = _JSON_WS.match(text, i + 1).end()
+    lines: list[int] = []
+    line, counted = 1, 0
+    while i < len(text) and text[i] != "]":
+        line += text.count("\n", counted, i)
+        counted = i
+        lines.append(line)
+        try:
+            _, i = dec.raw_decode(text, i)
+        except ValueError:
+            return None
+        i = _JSON_WS.match(text, i).end()
+        if text[i:i + 1] == ",":
+            i = _JSON_WS.match(text, i + 1).end()
+    return lines
 
 
 def _read_parquet(path: Path) -> list[dict]:
@@ -248,9 +299,14 @@ def _read_parquet(path: Path) -> list[dict]:
     except ImportError:
         raise DataError(f"{path}: reading parquet needs pyarrow: pip install pyarrow") from None
     try:
-        return pq.read_table(path).to_pylist()
+        table = pq.read_table(path)
     except Exception as e:  # noqa: BLE001
-        raise DataError(f"{path}: cannot read parquet ({type(e).__name__}: {e})") from None
+        raise DataError(f"{path}: cannot read parquet ({type(e).__name__}: {short(str(e), 120)})") from None
+    names = table.column_names
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise DataError(f"{path}: duplicate column {short(dup)}")
+    return table.to_pylist()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -258,70 +314,95 @@ def _read_parquet(path: Path) -> list[dict]:
 # ----------------------------------------------------------------------------------------------
 
 
-def _rows_to_problems(rows: list[dict], where: str, locate: Callable[[int], str]) -> list[Problem]:
+def _rows_to_problems(rows: list[dict], where: str, locate: Callable[[int], str], *,
+                      strict: bool = True) -> list[Problem]:
     if not rows:
         raise DataError(f"{where}: no rows")
     problems: list[Problem] = []
     seen: dict[Any, int] = {}
     for i, row in enumerate(rows):
-        p = row_to_problem(row, i, locate(i))
+        p = row_to_problem(row, i, locate(i), strict=strict)
         key = p.problem_id if isinstance(p.problem_id, (str, int)) else repr(p.problem_id)
         if key in seen:
-            raise DataError(f"{locate(i)}: duplicate problem_id {p.problem_id!r} (first at {locate(seen[key])})")
+            raise DataError(f"{locate(i)}: duplicate problem_id {short(p.problem_id)} (first at {locate(seen[key])})")
         seen[key] = i
         problems.append(p)
     return problems
 
 
+def _text_field(value: Any, key: str, loc: str) -> str:
+    """A required string field: not a number, not null, not blank, valid Unicode."""
+    if value is None:
+        raise DataError(f"{loc}: empty field {key!r} (null)")
+    if not isinstance(value, str):
+        raise DataError(f"{loc}: field {key!r} must be a string, got {_json_type(value)} ({short(value)})")
+    if _SURROGATE.search(value):
+        raise DataError(f"{loc}: field {key!r} is not valid Unicode (lone surrogate)")
+    if not value.strip():
+        raise DataError(f"{loc}: empty field {key!r}")
+    return value
+
+
 def _prompt_text(value: Any, loc: str) -> str:
     """A prompt string, or the last user message of a chat-message list."""
-    if isinstance(value, str):
-        return value
     if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
         users = [m for m in value if m.get("role") == "user"] or value
-        content = users[-1].get("content")
-        if isinstance(content, str):
-            return content
-    raise DataError(f"{loc}: field 'prompt' must be a string or a list of chat messages")
+        return _text_field(users[-1].get("content"), "prompt", loc)
+    if isinstance(value, (str, type(None))):
+        return _text_field(value, "prompt", loc)
+    raise DataError(f"{loc}: field 'prompt' must be a string or a list of chat messages, got {_json_type(value)}")
 
 
-def _answer_of(row: dict, loc: str) -> str:
+def _answer_of(row: dict, loc: str, strict: bool = True) -> str:
+    if "chosen" in row or "rejected" in row:  # the DAPO format: both, as text
+        for key in ("chosen", "rejected"):
+            if key not in row:
+                raise DataError(f"{loc}: missing field {key!r} (the prompt/chosen/rejected format needs both)")
+            _text_field(row[key], key, loc)
     if "answer" in row and row["answer"] is not None:
         ans = row["answer"]
-        if isinstance(ans, bool) or not isinstance(ans, (str, int, float)):
-            raise DataError(f"{loc}: field 'answer' must be a string or a number")
-        ans = str(ans)
+        if not strict and isinstance(ans, (int, float)) and not isinstance(ans, bool):
+            ans = str(ans)  # hub datasets with numeric answer columns
+        ans = _text_field(ans, "answer", loc)
         if "####" in ans:
             ans = parse_gsm8k_answer(ans) or ""
         ans = ans.strip()
         if not ans:
             raise DataError(f"{loc}: empty field 'answer'")
         return ans
-    if "chosen" in row and row["chosen"] is not None:
-        chosen = str(row["chosen"])
+    if "chosen" in row:
+        chosen = row["chosen"]
         ans = (extract_boxed(chosen) or chosen).strip()
         if not ans:
             raise DataError(f"{loc}: empty field 'chosen'")
         return ans
     rm = row.get("reward_model")
-    if isinstance(rm, dict) and rm.get("ground_truth") not in (None, ""):
-        return str(rm["ground_truth"]).strip()
+    if isinstance(rm, dict) and "ground_truth" in rm:
+        gt = rm["ground_truth"]
+        if not strict and isinstance(gt, (int, float)) and not isinstance(gt, bool):
+            gt = str(gt)
+        return _text_field(gt, "reward_model.ground_truth", loc).strip()
+    if "answer" in row:
+        raise DataError(f"{loc}: empty field 'answer' (null)")
     raise DataError(f"{loc}: missing field 'answer'")
 
 
-def row_to_problem(row: dict, index: int, loc: str) -> Problem:
-    """One record -> :class:`Problem` (formats in the module docstring); ``loc`` prefixes errors."""
+def row_to_problem(row: dict, index: int, loc: str, *, strict: bool = True) -> Problem:
+    """One record -> :class:`Problem` (formats in the module docstring); ``loc`` prefixes errors.
+    ``strict`` (files): answers must be strings; hub rows may have numeric answers."""
     key = next((k for k in _PROBLEM_KEYS if row.get(k) is not None), None)
     if key is None:
+        present = next((k for k in _PROBLEM_KEYS if k in row), None)
+        if present is not None:
+            raise DataError(f"{loc}: empty field {present!r} (null)")
         raise DataError(f"{loc}: missing field 'problem' (or 'question' / 'prompt')")
-    text = _prompt_text(row[key], loc) if key == "prompt" else row[key]
-    if not isinstance(text, str):
-        raise DataError(f"{loc}: field {key!r} must be a string")
-    if not text.strip():
-        raise DataError(f"{loc}: empty field {key!r}")
-    answer = _answer_of(row, loc)
+    text = _prompt_text(row[key], loc) if key == "prompt" else _text_field(row[key], key, loc)
+    answer = _answer_of(row, loc, strict)
     id_key = next((k for k in _ID_KEYS if row.get(k) is not None), None)
     problem_id = row[id_key] if id_key else index
+    if id_key and (isinstance(problem_id, bool) or not isinstance(problem_id, (str, int))
+                   or isinstance(problem_id, str) and not problem_id.strip()):
+        raise DataError(f"{loc}: field {id_key!r} must be a non-empty string or an integer, got {short(problem_id)}")
     used = {key, "answer", id_key}
     meta = {k: v for k, v in row.items() if k not in used}
-    return Problem(problem_id=problem_id, problem=text, answer=answer, meta=meta)
+    return Problem(problem_id=problem_id, problem=text, answer=answer, meta=meta, source=loc)
