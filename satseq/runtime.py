@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from satseq.config import TrainConfig
+from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
 from satseq.models.warm_start import EMBEDDED, eval_exclusion
@@ -169,6 +170,10 @@ def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     pool = build_pool(cfg, spec.names, spec.paths, device, console, path_keys=spec.path_keys,
                       force_lora=spec.force_lora, method=method)
     fmt = prompt_format_of(pool, cfg, method)
+    context = context_length_of(pool.module(pool.names[0]))
+    for problems in (train_set, eval_set):  # before any model call, and before the run dir is written
+        check_prompt_lengths(problems, fmt, context_length=context, max_new_tokens=cfg.rollout.max_new_tokens,
+                             what="rollout.max_new_tokens")
     stop = tuple(cfg.rollout.stop)
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                               top_p=cfg.rollout.top_p, stop=stop)

@@ -38,6 +38,7 @@ stage, dataset, n, temperature, top-p, max_new_tokens, seed, prompt format) is r
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -45,6 +46,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.errors import ConfigError, DataError
 from satseq.eval.predictions_io import (
     CONFIG_FILE,
@@ -92,8 +94,8 @@ def resolve_sampling(n: int, temperature: float | None, top_p: float | None, max
     """Defaults: greedy for ``n == 1``; temperature 0.6, top-p 0.95 when sampling."""
     if temperature is None:
         temperature = 0.6 if n > 1 else 0.0
-    if temperature < 0:
-        raise ConfigError(f"--temperature must be >= 0, got {temperature}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ConfigError(f"--temperature must be a finite number >= 0, got {temperature}")
     if top_p is None:
         top_p = 0.95 if temperature > 0 else 1.0
     if not 0.0 < top_p <= 1.0:
@@ -241,6 +243,9 @@ def run_evaluation(
                                   threads, target.stage, seed, workflow),
     }
     check_same_config(out_dir, config, rows)
+    # Every prompt must fit the model's context before anything is written or generated.
+    check_prompt_lengths(problems, target.fmt, context_length=context_length_of(target.pool.module(target.pool.names[0])),
+                         max_new_tokens=sampling.max_new_tokens, what="--max_new_tokens")
     out_dir.mkdir(parents=True, exist_ok=True)
     write_yaml(out_dir / CONFIG_FILE, config)
 
