@@ -187,7 +187,7 @@ def test_ill_typed_message_shape():
 
 def test_ill_typed_in_file(tmp_path):
     p = _write(tmp_path, SEED_YAML.replace("epsilon: 0.2", "epsilon: abc"))
-    with pytest.raises(ConfigError, match=r"^config key 'sat_seq.epsilon': .*'abc'"):
+    with pytest.raises(ConfigError, match=r"cfg\.yaml:10: config key 'sat_seq.epsilon': .*'abc'"):
         load_config(p)
 
 

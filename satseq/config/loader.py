@@ -30,14 +30,21 @@ _MISSING = object()
 
 
 # ------------------------------------------------------------------------------------- reading
-def _read_yaml(path: Path) -> dict:
+def _read_yaml(path: Path, key_lines: dict[str, int] | None = None) -> dict:
+    """The YAML mapping at ``path``; ``key_lines`` (if given) gets each dotted key's line."""
     if not path.exists():
         raise ConfigError(f"{path}: config file not found")
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory, expected a YAML config file")
     text = read_text(path, ConfigError)
+
+    def check(node: Node) -> None:
+        _check_numbers(node)
+        if key_lines is not None:
+            _collect_key_lines(node, "", key_lines)
+
     try:
-        data = strict_yaml.load(text, check=_check_numbers)
+        data = strict_yaml.load(text, check=check)
     except strict_yaml.YAMLRefused as e:
         raise ConfigError(f"{path}{'' if e.line is None else f':{e.line}'}: {e.message}") from None
     if data is None:
@@ -45,6 +52,22 @@ def _read_yaml(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of config sections, got {_type_name(data)}")
     return data
+
+
+def _collect_key_lines(node: Node, prefix: str, out: dict[str, int]) -> None:
+    """``out[dotted key] = 1-based line`` for every mapping key and list item under ``node``."""
+    if len(out) > 100_000:
+        return
+    if isinstance(node, MappingNode):
+        for key_node, value in node.value:
+            if isinstance(key_node, ScalarNode):
+                key = prefix + key_node.value
+                out.setdefault(key, key_node.start_mark.line + 1)
+                _collect_key_lines(value, key + ".", out)
+    elif isinstance(node, SequenceNode):
+        for i, item in enumerate(node.value):
+            out.setdefault(f"{prefix}{i}", item.start_mark.line + 1)
+            _collect_key_lines(item, f"{prefix}{i}.", out)
 
 
 def _is_numeric(annotation: Any) -> bool:
@@ -206,7 +229,23 @@ def _short(value: Any, limit: int = 60) -> str:
     return short(value, limit)  # lazily: never renders more of a huge value than it shows
 
 
-def _format_validation_error(err: ValidationError, source: str, override_keys: dict[str, str]) -> str:
+def _format_validation_error(err: ValidationError, source: str, override_keys: dict[str, str],
+                             key_lines: dict[str, int] | None = None) -> str:
+    """One line: ``FILE:LINE: <message naming the key>`` (the line where the key is, when the key
+    comes from the file; overrides are named as such)."""
+    msg = _validation_message(err, source, override_keys)
+    if not key_lines:
+        return msg
+    key, _ = _clean_loc(err.errors(include_url=False)[0]["loc"], keep_last=True)
+    if any(k == key or k.startswith(key + ".") for k in override_keys):
+        return msg
+    parts = key.split(".") if key else []
+    while parts and ".".join(parts) not in key_lines:
+        parts.pop()
+    return f"{source}:{key_lines['.'.join(parts)]}: {msg}" if parts else msg
+
+
+def _validation_message(err: ValidationError, source: str, override_keys: dict[str, str]) -> str:
     errors = err.errors(include_url=False)
     first = errors[0]
     if first["type"] == "extra_forbidden":
@@ -250,7 +289,8 @@ def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()
     :class:`ConfigError` with a one-line message naming the file/line or the config key.
     """
     source = str(path) if path is not None else "defaults"
-    data: dict = _drop_retired(_read_yaml(Path(path))) if path is not None else {}
+    key_lines: dict[str, int] = {}
+    data: dict = _drop_retired(_read_yaml(Path(path), key_lines)) if path is not None else {}
     override_keys: dict[str, str] = {}
     for item in overrides:
         key = _apply_override(data, str(item))
@@ -258,7 +298,7 @@ def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()
     try:
         cfg = TrainConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_validation_error(e, source, override_keys)) from None
+        raise ConfigError(_format_validation_error(e, source, override_keys, key_lines)) from None
     return finalize(cfg)
 
 
