@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import signal
 import time
 from datetime import timedelta
 
@@ -70,7 +69,6 @@ EQUIVALENT = [
     ("\\{1, 2\\}", "\\{2,1\\}"),
     ("6+9i", "9i+6"),
     ("East", "\\text{east}"),
-    ("0.333333", "\\frac{1}{3}"),
     ("1\\frac{4}{5}", "\\frac{9}{5}"),
     ("\\pi", "\\pi"),
     ("10^{10^{10}}", "10^{10^{10}}"),
@@ -82,6 +80,9 @@ NOT_EQUIVALENT = [
     ("-5", "5"),
     ("1/2", "0.51"),
     ("0.33", "\\frac13"),
+    ("0.333333", "\\frac{1}{3}"),  # an exact reference: no 6-digit rounding
+    ("0.5\\%", "50\\%"),  # both percent: the numbers themselves must match
+    ("\\frac{7}{\\boxed{3}}", "3"),  # a nested box never overrides its parent
     ("B", "C"),
     ("(A)", "\\text{(B)}"),
     ("42", "B"),
@@ -287,46 +288,6 @@ def test_grading_outside_the_main_thread():
         futures = [pool.submit(is_equivalent, p, g) for p, g, _ in cases]
         results = [f.result(timeout=30) for f in futures]
     assert results == [e for _, _, e in cases]
-
-
-def test_deadline_interrupts_and_restores_previous_timer():
-    fired = []
-
-    def caller_handler(*a):
-        fired.append(1)
-
-    def spin():
-        while True:
-            pass
-
-    old = signal.signal(signal.SIGALRM, caller_handler)
-    signal.setitimer(signal.ITIMER_REAL, 30.0)
-    try:
-        start = time.monotonic()
-        with pytest.raises(grade._Deadline):
-            grade._call_with_deadline(spin, 0.2)
-        assert time.monotonic() - start < 2.0
-        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
-        assert 20.0 < remaining <= 30.0  # the caller's timer is re-armed
-        assert signal.getsignal(signal.SIGALRM) is caller_handler and fired == []
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def test_is_equivalent_timeout_grades_false(monkeypatch):
-    def slow_verify(*a, **k):
-        while True:
-            pass
-
-    state = dict(grade._math_verify())
-    state["verify"] = slow_verify
-    monkeypatch.setattr(grade, "_math_verify", lambda: state)
-    grade._equivalent_normalized.cache_clear()
-    start = time.monotonic()
-    assert is_equivalent("a+b", "b+a", timeout=0.3) is False
-    assert time.monotonic() - start < 2.0
-    grade._equivalent_normalized.cache_clear()
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ hostile *string*, which :mod:`satseq.rewards.grade` only ever hands to math-veri
 
 Extraction order in :func:`extract_answer` (``mode="auto"``):
 
-1. the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces allowed; ``\\boxed 5`` accepted);
+1. the last top-level ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces allowed; ``\\boxed 5``
+   accepted); a response whose box never closes (cut off) has no answer at all, with no fallback;
 2. the last "final answer is X" / "the answer is X" / "answer: X" phrase;
 3. the GSM8K marker ``#### X``;
 4. optionally (``last_number=True``) the last number in the text.
@@ -19,6 +20,7 @@ from typing import Literal
 __all__ = [
     "extract_boxed",
     "extract_answer",
+    "has_truncated_box",
     "normalize_answer",
     "parse_gsm8k_answer",
     "last_number",
@@ -76,30 +78,40 @@ def _box_at(text: str, m: re.Match) -> tuple[str | None, int]:
     return text[j:k].rstrip(".,;"), k
 
 
-def extract_boxed(text: str | None) -> str | None:
-    """The content of the LAST outermost ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``.
-
-    - nested braces are kept: ``\\boxed{\\frac{1}{2}}`` -> ``\\frac{1}{2}``;
-    - a box whose whole content is another box is unwrapped: ``\\boxed{\\boxed{5}}`` -> ``5``;
-    - ``\\boxed 5`` (no braces) -> ``5``;
-    - an unbalanced last box (``\\boxed{5``), an empty box, or no box -> ``None``.
-    """
-    if not text:
-        return None
+def _last_box(text: str) -> tuple[str | None, bool]:
+    """``(content of the last top-level box or None, truncated)``; truncated: a box never closes."""
     last: str | None = None
-    found = False
     pos = 0
     while True:
         m = _BOX_RE.search(text, pos)
         if m is None:
-            break
-        found = True
+            return last, False
         content, end = _box_at(text, m)
+        if content is None:  # unbalanced: the response was cut off inside a box
+            return None, True
         last = content
         pos = max(end, m.end())
-        if content is None:  # unbalanced: swallows the rest of the text
-            break
-    if not found or last is None:
+
+
+def has_truncated_box(text: str | None) -> bool:
+    """Whether ``text`` opens a ``\\boxed{`` that never closes (a response cut off mid-answer)."""
+    return bool(text) and bool(_last_box(text)[1])
+
+
+def extract_boxed(text: str | None) -> str | None:
+    """The content of the LAST top-level ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``.
+
+    - nested braces are kept: ``\\boxed{\\frac{1}{2}}`` -> ``\\frac{1}{2}``;
+    - boxes inside the last box never replace it: ``\\boxed{\\frac{7}{\\boxed{3}}}`` ->
+      ``\\frac{7}{\\boxed{3}}`` (:func:`normalize_answer` then drops the inner box: 7/3);
+    - a box whose whole content is another box is unwrapped: ``\\boxed{\\boxed{5}}`` -> ``5``;
+    - ``\\boxed 5`` (no braces) -> ``5``;
+    - an unbalanced box anywhere after the last complete one (``\\boxed{5``), an empty box, or no box -> ``None``.
+    """
+    if not text:
+        return None
+    last, truncated = _last_box(text)
+    if truncated or last is None:
         return None
     content = last.strip()
     # Unwrap \boxed{\boxed{x}} (a box that is exactly another box).
@@ -112,6 +124,24 @@ def extract_boxed(text: str | None) -> str | None:
             break
         content = inner.strip()
     return content or None
+
+
+def _unbox(s: str) -> str:
+    """Every ``\\boxed{X}`` / ``\\fbox{X}`` inside an answer replaced by ``X`` (a nested box is
+    part of its parent's expression, never an answer of its own). Unbalanced boxes are left."""
+    out, pos = [], 0
+    for _ in range(100):
+        m = _BOX_RE.search(s, pos)
+        if m is None:
+            break
+        content, end = _box_at(s, m)
+        if content is None:
+            break
+        out.append(s[pos : m.start()])
+        out.append(_unbox(content) if _BOX_RE.search(content) else content)
+        pos = end
+    out.append(s[pos:])
+    return "".join(out)
 
 
 _PHRASE_RE = re.compile(
@@ -179,6 +209,8 @@ def extract_answer(
         return None
     if mode not in ("auto", "boxed", "phrase", "gsm8k", "last_number"):
         raise ValueError(f"extract_answer: unknown mode {mode!r}")
+    if mode != "last_number" and has_truncated_box(text):
+        return None  # cut off inside its answer box: no fallback to a phrase, #### or last number
     ans: str | None = None
     if mode == "auto":
         ans = extract_boxed(text)
@@ -231,6 +263,18 @@ _UNIT_WORDS = (
 _UNIT_RE = re.compile(
     r"(?<=[\d}])\s*(?:\\\s|~)?\s*(?:" + "|".join(re.escape(u) for u in sorted(_UNIT_WORDS, key=len, reverse=True)) + r")(?:\^\{?[23]\}?)?\s*$"
 )
+# A trailing \text{ word(s)} after a number or group (``12\text{ apples}``, ``864\mbox{ inches}^2``).
+_TEXT_UNIT_RE = re.compile(
+    r"(?<=[\d}.])\s*(?:\\\s|~)?\s*" + _TEXT_MACROS + r"\s*\{\s*[A-Za-z][A-Za-z .]*\}(?:\^\{?[23]\}?)?\s*\.?\s*$"
+)
+# Trailing plain words after a number and a space (``12 apples``, ``5 square feet``).
+_WORD_UNIT_RE = re.compile(
+    r"(?<=\d)\s+(?!(?:pi|sqrt|and|or|to|times|over|plus|minus|mod|infinity|infty|is|for)\b)"
+    r"[A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*\.?(?:\^\{?[23]\}?)?$"
+)
+_UNICODE = {"\u2212": "-", "\u2013": "-", "\u03c0": "\\pi ", "\u00d7": "\\times ", "\u22c5": "\\cdot ",
+            "\u00b7": "\\cdot ", "\u221e": "\\infty ", "\u00f7": "\\div ", "\u2264": "\\le ", "\u2265": "\\ge ",
+            "\u00bd": "\\frac{1}{2}", "\u00bc": "\\frac{1}{4}", "\u00be": "\\frac{3}{4}"}
 _LHS_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\in(?![A-Za-z]))\s*(?=\S)")
 _THOUSANDS_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
@@ -259,11 +303,26 @@ def normalize_answer(s: str | None) -> str:
     if s is None:
         return ""
     s = str(s).strip()
+    for k, v in _UNICODE.items():
+        if k in s:
+            s = s.replace(k, v)
+    s = re.sub(r"\u221a\s*(\d+)", r"\\sqrt{\1}", s).replace("\u221a", "\\sqrt")
     s = s.replace("\\(", "").replace("\\)", "").replace("\\[", "").replace("\\]", "")
     s = s.replace("\\$", "").replace("$", "").strip()
+    s = re.sub(r"(?<![A-Za-z\\])sqrt\s*\(([^()]*)\)", r"\\sqrt{\1}", s)  # plain-text sqrt(2), pi
+    s = re.sub(r"(?<![A-Za-z\\])(sqrt(?=\s*\{)|pi(?![A-Za-z]))", r"\\\1", s)
+    s = re.sub(r"\\(?:displaystyle|textstyle)(?![A-Za-z])", "", s).strip().strip("*").strip()
     boxed = extract_boxed(s) if _BOX_RE.match(s) else None
     if boxed is not None:
         s = boxed
+    if _BOX_RE.search(s):
+        s = _unbox(s)  # a box nested in the answer is part of it: \frac{7}{\boxed{3}} -> \frac{7}{3}
+    s = re.sub(r"\\percent(?![A-Za-z])|\s*\\?\s*(?:\\text\s*\{\s*percent\s*\}|percent)$", "%", s)
+    for _ in range(2):
+        new = _TEXT_UNIT_RE.sub("", s).strip()
+        if not new or new == s:
+            break
+        s = new
     for _ in range(5):  # nested \text{\textbf{..}}
         new = _TEXT_RE.sub(r"\1", s)
         if new == s:
@@ -271,6 +330,7 @@ def normalize_answer(s: str | None) -> str:
         s = new
     s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])\s*", "", s)
     s = re.sub(r"\\[,!;:](?![A-Za-z])", "", s)
+    s = re.sub(r"(?<!\\)\\ ", " ", s)  # "5\ \text{cm}" (but not the "\\" of a line break)
     s = s.replace("{,}", ",")
     s = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", s)
     s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|\\circ(?![A-Za-z])|°|\\degree(?![A-Za-z])", "", s)
@@ -281,6 +341,8 @@ def normalize_answer(s: str | None) -> str:
         if not new:
             break
         s = new
+    new = _WORD_UNIT_RE.sub("", s).strip()
+    s = new or s
     if s.count("=") <= 1:  # "x = 5" -> "5", but "a=1,b=2" is kept whole
         s = _LHS_RE.sub("", s)
     s = _fix_fracs(s)

@@ -1,63 +1,77 @@
-"""Answer equivalence and the correctness reward.
+"""Answer equivalence and the correctness reward. The rules, with examples: docs/grading.md.
 
-``is_equivalent(pred, gold)`` decides in three steps, cheapest first:
+``is_equivalent(pred, gold)`` decides in four steps, cheapest first:
 
-1. **fast path** on :func:`~satseq.rewards.extract.normalize_answer` forms: equal strings;
-   multiple-choice letters (``(B)``, ``B``, ``\\text{(B)}``); equal plain words up to case
-   (``East`` == ``\\text{east}``); exact rational equality of plain
-   numbers (``1/2 == 0.5 == \\frac12``; a ``%`` on either side also accepts the value / 100);
-   two unequal plain numbers without a decimal point are final (no math-verify call);
-2. a **guard**: expressions whose evaluation can explode (a power whose exponent holds another
-   power or factorial, ``10^{10^{10}}``; an exponent of 7+ digits; the factorial of a 5+ digit
-   number) are never handed to sympy; they only match by step 1;
-3. **math-verify**, gold first, as its docs require: ``verify(parse(gold), parse(pred))``, each side
-   wrapped in ``\\boxed{}`` and parsed with LaTeX extraction only (``ExprExtractionConfig`` is not
-   used, so no plain-text expression reaches sympy's ``parse_expr``; model output is never
-   evaluated as code).
+1. **normalize** both sides (:func:`~satseq.rewards.extract.normalize_answer`: ``$``, ``\\text``,
+   units, degrees, ``x =``, thousands separators, a nested ``\\boxed`` -> its content, ...);
+2. **fast path**, in-process, microseconds: equal strings; multiple-choice letters (``(B)``, ``B``,
+   ``\\text{(B)}``); equal plain words up to case; and, when both sides are plain numbers, the exact
+   rational rules of :mod:`satseq.rewards.numbers` (exact equality; a tolerance only for an exact
+   non-terminating answer against a decimal reference; percent read as /100 only when one side
+   carries ``%``). A verdict here is final: the thousands of plain-integer answers a training
+   stage grades never leave the process;
+3. **guard** (:mod:`satseq.rewards.guard`): too long, too deeply nested, unbalanced or explosive
+   answers are refused (not equivalent unless equal strings);
+4. **math-verify** in a worker process (:mod:`satseq.rewards.grading_pool`,
+   :mod:`satseq.rewards.mv_engine`), killed after ``timeout`` seconds; a timeout grades as not
+   equivalent and is counted (:func:`timeout_count`, logged as ``reward/timeouts``).
 
-Timeouts. math-verify's own timeouts call ``signal.alarm``, which raises ``ValueError`` outside the
-main thread (read in math_verify 0.9 ``utils.timeout``) and only takes whole seconds. So math-verify
-is always called with its timeouts off (``parsing_timeout=None``, ``timeout_seconds=None``) and:
-
-- in the main thread, one ``setitimer(ITIMER_REAL)`` deadline of ``timeout`` seconds covers the
-  parse of both sides and the comparison (it re-fires every 0.1 s until cleared, in case a library
-  swallows the first exception); a timeout grades as not equivalent;
-- in any other thread, no signal can be used; safety rests on the guard (step 2) and on the input
-  cap: an answer longer than :data:`MAX_ANSWER_CHARS` is compared by exact string equality only.
-
-Results are cached (``lru_cache``) on the normalized pair.
+``timeout=None`` means the configured default (:func:`set_grading_timeout`, from ``reward.timeout``;
+5 s). Works the same from any thread. Results are cached on the normalized pair (a timeout that was
+only a wait for a busy worker is not cached).
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import inspect
-import logging
 import re
-import signal
 import sys
 import threading
-import time
-from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 from satseq.errors import ConfigError
-from satseq.rewards.extract import _match_braces, extract_answer, normalize_answer
+from satseq.rewards import grading_pool
+from satseq.rewards.extract import extract_answer, normalize_answer
+from satseq.rewards.guard import MAX_ANSWER_CHARS, refusal
+from satseq.rewards.numbers import numbers_match, parse_number, percent_candidates
 
 __all__ = [
     "MAX_ANSWER_CHARS",
     "is_equivalent",
     "correctness_reward",
     "load_custom_reward",
+    "set_grading_timeout",
+    "grading_timeout",
+    "timeout_count",
     "RewardFn",
 ]
 
-#: Answers longer than this are graded by exact string equality only (no parser is run).
-MAX_ANSWER_CHARS = 1000
-
 RewardFn = Callable[[str, str, str], float]
+
+_DEFAULT_TIMEOUT = 5.0
+_state = {"timeout": _DEFAULT_TIMEOUT, "timeouts": 0}
+_state_lock = threading.Lock()
+
+
+def set_grading_timeout(seconds: float) -> None:
+    """The default ``timeout`` of :func:`is_equivalent` (``reward.timeout``; set at run set-up)."""
+    seconds = float(seconds)
+    if not seconds > 0:
+        raise ValueError(f"reward.timeout must be > 0, got {seconds}")
+    _state["timeout"] = seconds
+
+
+def grading_timeout() -> float:
+    """The current default grading timeout in seconds."""
+    return _state["timeout"]
+
+
+def timeout_count() -> int:
+    """How many gradings in this process have expired (cumulative; the loop logs per-stage deltas)."""
+    return _state["timeouts"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -67,10 +81,7 @@ RewardFn = Callable[[str, str, str], float]
 _CHOICE_RE = re.compile(r"\(?([A-E])[).:]?")
 _CHOICE_PREFIX_RE = re.compile(r"\(([A-E])\)")
 _WORD_RE = re.compile(r"[A-Za-z]{2,}(?: [A-Za-z]+)*")
-_INT_RE = re.compile(r"[-+]?\d+")
-_DEC_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+)")
-_SLASH_RE = re.compile(r"([-+]?\d+)/([-+]?\d+)")
-_FRAC_RE = re.compile(r"(-?)\\frac\{([-+]?\d+)\}\{([-+]?\d+)\}")
+_PERCENT_RE = re.compile(r"%|\bpercent\b", re.IGNORECASE)
 
 
 def _choice_letter(s: str) -> str | None:
@@ -79,160 +90,14 @@ def _choice_letter(s: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _to_number(s: str) -> tuple[Fraction, bool] | None:
-    """``(value, has_decimal_point)`` for a plain integer, decimal, ``a/b`` or ``\\frac{a}{b}``."""
-    if _INT_RE.fullmatch(s):
-        return Fraction(int(s)), False
-    if _DEC_RE.fullmatch(s):
-        return Fraction(s), True
-    m = _SLASH_RE.fullmatch(s)
-    if m and int(m.group(2)) != 0:
-        return Fraction(int(m.group(1)), int(m.group(2))), False
-    m = _FRAC_RE.fullmatch(s)
-    if m and int(m.group(3)) != 0:
-        v = Fraction(int(m.group(2)), int(m.group(3)))
-        return (-v if m.group(1) else v), False
-    return None
-
-
-# ----------------------------------------------------------------------------------------------
-# Guard against expressions whose evaluation explodes
-# ----------------------------------------------------------------------------------------------
-
-
-def _exponent_args(s: str):
-    """Yield the argument of every ``^`` (a braced group, or the next token)."""
-    for m in re.finditer(r"\^", s):
-        j = m.end()
-        while j < len(s) and s[j] == " ":
-            j += 1
-        if j < len(s) and s[j] == "{":
-            close = _match_braces(s, j)
-            yield s[j + 1 : close] if close is not None else s[j + 1 :]
-        else:
-            tok = re.match(r"\\?[A-Za-z]+|\d+|.", s[j:])
-            yield tok.group(0) if tok else ""
-
-
-def _looks_explosive(s: str) -> bool:
-    """True for ``10^{10^{10}}``-like towers, huge exponents or huge factorials (see module doc)."""
-    if "^" in s:
-        for arg in _exponent_args(s):
-            if "^" in arg or "!" in arg or "\\uparrow" in arg:
-                return True
-            digits = re.sub(r"\D", "", arg)
-            if len(digits) >= 7:
-                return True
-        if re.search(r"\^\s*\d+\s*\^", s):  # 2^3^4 (no braces)
-            return True
-    if "!" in s:
-        if re.search(r"\d{5,}\s*!", s):
-            return True
-        # the factorial of a group that holds a power or another factorial: (10^{9})!, (5!)!
-        if re.search(r"[)}]\s*!", s) and ("^" in s or s.count("!") > 1):
-            return True
-    return "\\uparrow" in s
-
-
-# ----------------------------------------------------------------------------------------------
-# math-verify with a deadline
-# ----------------------------------------------------------------------------------------------
-
-
-class _Deadline(BaseException):
-    """Raised by our SIGALRM handler; a BaseException so math-verify's ``except Exception`` lets it through."""
-
-
-class _DropTimeoutDisabledWarning(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:  # noqa: A003
-        msg = record.getMessage()
-        return not (msg.startswith("Timeout is disabled") or msg.startswith("Timeout during"))
-
-
-_mv_lock = threading.Lock()
-_mv_state: dict[str, Any] = {}
-
-
-def _math_verify():
-    """Import math-verify once (lazily: it pulls in sympy) and silence its timeout-off warning."""
-    if not _mv_state:
-        with _mv_lock:
-            if not _mv_state:
-                import math_verify  # noqa: WPS433
-
-                flt = _DropTimeoutDisabledWarning()
-                for name in ("math_verify.parser", "math_verify.grader", "math_verify.utils"):
-                    logging.getLogger(name).addFilter(flt)
-                _mv_state["parse"] = math_verify.parse
-                _mv_state["verify"] = math_verify.verify
-                _mv_state["config"] = [math_verify.LatexExtractionConfig(boxed_match_priority=0)]
-    return _mv_state
-
-
-def _signal_deadline_available() -> bool:
-    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-
-
-def _call_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
-    """Run ``fn()`` under a SIGALRM deadline (main thread only); raises :class:`_Deadline`."""
-    active = [True]
-
-    def handler(signum, frame):
-        if active[0]:
-            raise _Deadline()
-
-    old_handler = signal.signal(signal.SIGALRM, handler)
-    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds, 0.1)
-    start = time.monotonic()
-    try:
-        return fn()
-    finally:
-        while True:  # a late alarm may interrupt the cleanup itself; retry until disarmed
-            try:
-                active[0] = False
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                break
-            except _Deadline:
-                continue
-        signal.signal(signal.SIGALRM, old_handler)
-        if old_delay > 0:  # re-arm a timer the caller had set, minus the time we used
-            signal.setitimer(
-                signal.ITIMER_REAL, max(old_delay - (time.monotonic() - start), 1e-3), old_interval
-            )
-
-
-def _math_verify_equal(pred: str, gold: str, timeout: float | None) -> bool:
-    """``verify(parse(gold), parse(pred))`` on ``\\boxed{}``-wrapped strings; False on any failure."""
-    mv = _math_verify()
-
-    def run() -> bool:
-        g = mv["parse"](f"\\boxed{{{gold}}}", extraction_config=mv["config"], parsing_timeout=None)
-        if not g:
-            return False
-        p = mv["parse"](f"\\boxed{{{pred}}}", extraction_config=mv["config"], parsing_timeout=None)
-        if not p:
-            return False
-        return bool(mv["verify"](g, p, timeout_seconds=None))
-
-    try:
-        if timeout is not None and timeout > 0:
-            return bool(_call_with_deadline(run, timeout))
-        return run()
-    except _Deadline:
-        return False
-    except Exception:  # noqa: BLE001 — a grader never crashes a run; unparsable means "not equal"
-        return False
-
-
-# ----------------------------------------------------------------------------------------------
-# Public API
-# ----------------------------------------------------------------------------------------------
+def _readings(s: str, pct: bool, other_pct: bool) -> tuple:
+    n = parse_number(s)
+    return tuple(percent_candidates(n, pct, other_pct)) if n is not None else ()
 
 
 @lru_cache(maxsize=65536)
-def _equivalent_normalized(
-    pred: str, gold: str, pred_pct: bool, gold_pct: bool, timeout: float | None
-) -> bool:
+def _fast_verdict(pred: str, gold: str, pred_pct: bool, gold_pct: bool) -> bool | None:
+    """True / False when decided without math-verify, else None."""
     if not pred or not gold:
         return False
     if pred == gold:
@@ -246,24 +111,57 @@ def _equivalent_normalized(
         return p_letter == letter
     if pred.lower() == gold.lower() and _WORD_RE.fullmatch(gold):
         return True  # text answers: "East" == "\\text{east}" (unequal words go on to math-verify)
-    a, b = _to_number(pred), _to_number(gold)
-    if a is not None and b is not None:
-        (pv, p_dec), (gv, g_dec) = a, b
-        if pv == gv or (gold_pct and pv == gv / 100) or (pred_pct and pv / 100 == gv):
-            return True
-        if not (p_dec or g_dec):
-            return False  # two exact rationals that differ: final
-    if _looks_explosive(pred) or _looks_explosive(gold):
+    if refusal(pred) or refusal(gold):
         return False
-    return _math_verify_equal(pred, gold, timeout)
+    ps, gs = _readings(pred, pred_pct, gold_pct), _readings(gold, gold_pct, pred_pct)
+    if ps and gs:
+        return any(numbers_match(p, g) for p in ps for g in gs)
+    return None
 
 
-def is_equivalent(pred: str | None, gold: str | None, timeout: float = 5.0) -> bool:
+_slow_cache: dict = {}
+_SLOW_CACHE_MAX = 65536
+
+
+def _slow_verdict(pred: str, gold: str, pred_pct: bool, gold_pct: bool, timeout: float) -> bool:
+    key = (pred, gold, pred_pct, gold_pct)
+    hit = _slow_cache.get(key)
+    if hit is not None:
+        return hit
+    args = (pred, gold, _readings(pred, pred_pct, gold_pct), _readings(gold, gold_pct, pred_pct))
+    status, value = grading_pool.run(args, timeout)
+    if status == "ok":
+        result = bool(value)
+    else:
+        result = False
+        if status in ("timeout", "busy"):
+            with _state_lock:
+                _state["timeouts"] += 1
+        if status != "timeout":
+            return result  # a busy pool or a dead worker says nothing about this pair
+    if len(_slow_cache) >= _SLOW_CACHE_MAX:
+        _slow_cache.clear()
+    _slow_cache[key] = result
+    return result
+
+
+def clear_caches() -> None:
+    """Forget every cached verdict (tests)."""
+    _fast_verdict.cache_clear()
+    _slow_cache.clear()
+
+
+# ----------------------------------------------------------------------------------------------
+# Public API
+# ----------------------------------------------------------------------------------------------
+
+
+def is_equivalent(pred: str | None, gold: str | None, timeout: float | None = None) -> bool:
     """Whether the answer ``pred`` is mathematically equivalent to the reference ``gold``.
 
     Both are final answers (already extracted), e.g. ``"\\frac{1}{2}"`` and ``"0.5"``. Never
-    raises on any input; ``None`` or empty is never equivalent. See the module docstring for the
-    three steps, the timeout (``timeout`` seconds, main thread only) and the input cap.
+    raises on any input; ``None`` or empty is never equivalent. ``timeout``: seconds for the
+    math-verify step (None: :func:`grading_timeout`); it holds in any thread. See the module doc.
     """
     if pred is None or gold is None:
         return False
@@ -274,8 +172,12 @@ def is_equivalent(pred: str | None, gold: str | None, timeout: float = 5.0) -> b
         p, g = normalize_answer(pred), normalize_answer(gold)
     except RecursionError:
         return False
-    deadline = float(timeout) if (timeout and _signal_deadline_available()) else None
-    return _equivalent_normalized(p, g, "%" in pred, "%" in gold, deadline)
+    p_pct, g_pct = bool(_PERCENT_RE.search(pred)), bool(_PERCENT_RE.search(gold))
+    verdict = _fast_verdict(p, g, p_pct, g_pct)
+    if verdict is not None:
+        return verdict
+    t = _state["timeout"] if timeout is None else float(timeout)
+    return _slow_verdict(p, g, p_pct, g_pct, t)
 
 
 def correctness_reward(response: str | None, answer: str | None, *, mode: str = "auto") -> float:
