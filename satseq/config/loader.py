@@ -242,7 +242,9 @@ def _format_validation_error(err: ValidationError, source: str, override_keys: d
     parts = key.split(".") if key else []
     while parts and ".".join(parts) not in key_lines:
         parts.pop()
-    return f"{source}:{key_lines['.'.join(parts)]}: {msg}" if parts else msg
+    if parts:
+        return f"{source}:{key_lines['.'.join(parts)]}: {msg}"
+    return msg if source in msg else f"{source}: {msg}"
 
 
 def _validation_message(err: ValidationError, source: str, override_keys: dict[str, str]) -> str:

@@ -225,7 +225,7 @@ def _jsonl_rows(path: Path, text: str) -> tuple[list[dict], list[int]]:
     """The objects of a JSON-lines text and their 1-based line numbers (blank lines skipped)."""
     rows: list[dict] = []
     lines: list[int] = []
-    for i, line in enumerate(text.split("\n"), start=1):
+    for i, line in enumerate(_LINE_END.split(text), start=1):
         if not line.strip():
             continue
         try:
@@ -268,6 +268,7 @@ def _read_json(path: Path, text: str) -> tuple[list[dict], Callable[[int], str]]
 
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
+_LINE_END = re.compile(r"\r\n|\r|\n")  # never inside a JSON string (raw CR/LF there are malformed JSON)
 
 
 def _array_item_lines(text: str) -> list[int] | None:

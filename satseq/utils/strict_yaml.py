@@ -106,8 +106,9 @@ class StrictLoader(yaml.SafeLoader):
 
 def load(text: str, *, check: Callable[[Node], None] | None = None) -> Any:
     """One YAML document (None if empty), strictly; :class:`YAMLRefused` otherwise."""
-    loader = StrictLoader(text)
+    loader = None
     try:
+        loader = StrictLoader(text)  # the reader checks every character here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -120,7 +121,7 @@ def load(text: str, *, check: Callable[[Node], None] | None = None) -> Any:
         mark = e.problem_mark or e.context_mark
         problem = e.problem or e.context or "malformed"
         where = f" (column {mark.column + 1})" if mark is not None else ""
-        raise YAMLRefused(f"invalid YAML: {short(problem, 120)}{where}", _line(mark)) from None
+        raise YAMLRefused(f"invalid YAML: {clip(str(problem), 120)}{where}", _line(mark)) from None
     except yaml.reader.ReaderError as e:
         line = text.count("\n", 0, e.position) + 1 if isinstance(e.position, int) else None
         raise YAMLRefused(f"invalid YAML: unacceptable character #x{e.character:04x}"
@@ -130,4 +131,5 @@ def load(text: str, *, check: Callable[[Node], None] | None = None) -> Any:
     except RecursionError:
         raise YAMLRefused("invalid YAML: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

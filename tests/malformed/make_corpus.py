@@ -53,6 +53,10 @@ add("ok_unicode.jsonl", lines({"problem": "π ≈ ? — 🙂 \\u00e9", "answer":
     D, "ok", note="non-ASCII text and a valid surrogate pair escape")
 add("ok_blank_lines.jsonl", "\n" + lines(OK) + "\n   \n" + lines({"problem": "b", "answer": "1"}), D, "ok")
 
+add("ok_cr_only.jsonl", lines(OK, {"problem": "b", "answer": "1"}).replace("\n", "\r"), D, "ok", note="old Mac line ends")
+add("ok_no_final_newline.jsonl", j(OK), D, "ok")
+add("ok_bom_only_first_line.json", "\ufeff" + j([OK]), D, "ok")
+
 # ------------------------------------------------------------------------ datasets: undecodable
 add("gzip.jsonl", gzip.compress(lines(OK).encode(), mtime=0), D, "error", ["not UTF-8 text", "gzip"])
 add("utf16_bom.jsonl", lines(OK).encode("utf-16"), D, "error", ["not UTF-8 text", "UTF-16"])
@@ -118,6 +122,12 @@ add("control_char.jsonl", lines(OK) + '{"problem": "a\tb", "answer": "1"}\n', D,
 add("deep_nesting.json", "[" * 20000 + "]" * 20000, D, "error", ["nested too deeply"])
 add("scalar.json", "42\n", D, "error", ["expected a list of objects"])
 add("empty.jsonl", "\n\n", D, "error", ["no rows"])
+add("zero_bytes.jsonl", b"", D, "error", ["no rows"])
+add("bom_on_line_2.jsonl", lines(OK) + "\ufeff" + lines(OK), D, "error", ["malformed JSON"], line=2)
+add("trailing_comma.jsonl", lines('{"problem": "a", "answer": "1",}'), D, "error", ["malformed JSON"], line=1)
+add("empty_chat_list.jsonl", lines({"prompt": [], "answer": "1"}), D, "error", ["'prompt'", "list of chat messages"], line=1)
+add("gsm8k_empty_final.jsonl", lines({"question": "q", "answer": "steps\n####   "}), D, "error", ["empty field 'answer'"], line=1)
+add("data_not_a_list.json", j({"data": "rows.jsonl"}), D, "error", ["expected a list of objects"])
 add("not_parquet.parquet", "problem,answer\n1+1,2\n", D, "error", ["cannot read parquet"])
 
 # ------------------------------------------------------------------------ configs: accepted
@@ -151,6 +161,14 @@ add("custom_tag.yaml", "algorithm:\n  gamma: !half 0.5\n", C, "error", ["tag", "
 add("utf16.yaml", "algorithm:\n  gamma: 0.5\n".encode("utf-16"), C, "error", ["not UTF-8 text", "UTF-16"])
 add("gzip.yaml", gzip.compress(b"seed: 1\n", mtime=0), C, "error", ["not UTF-8 text", "gzip"])
 add("invalid_utf8.yaml", b"seed: 1\nrun_name: caf\xe9\n", C, "error", ["not UTF-8 text"], line=2)
+add("control_char.yaml", "seed: 1\x07\n", C, "error", ["invalid YAML", "#x0007"], line=1)
+add("multi_document.yaml", "---\nseed: 1\n---\nseed: 2\n", C, "error", ["invalid YAML", "another document"], line=3)
+add("null_key.yaml", "~: 1\n", C, "error", ["Keys should be strings"])
+add("section_is_bool.yaml", "algorithm: yes\n", C, "error", ["config key 'algorithm'"], line=1)
+add("fractional_int.yaml", "seed: 1.5\n", C, "error", ["config key 'seed'", "fractional"], line=1)
+add("neg_inf.yaml", "algorithm:\n  kl_ctrl:\n    target_kl: -.Inf\n", C, "error", ["algorithm.kl_ctrl.target_kl", "finite"], line=3)
+add("string_infinity.yaml", "algorithm:\n  gamma: \"Infinity\"\n", C, "error", ["algorithm.gamma", "finite"], line=2)
+add("override_in_flow_dup.yaml", "model: {path: a, path: b}\n", C, "error", ["duplicate key 'path'"], line=1)
 add("not_a_mapping.yaml", "- seed\n- 1\n", C, "error", ["top level must be a mapping"])
 add("syntax_error.yaml", "algorithm:\n  gamma: [0.9\n", C, "error", ["invalid YAML"])
 add("tab_indent.yaml", "algorithm:\n\tgamma: 0.9\n", C, "error", ["invalid YAML"], line=2)
