@@ -26,11 +26,18 @@ Record formats (one row -> one :class:`Problem`):
 
 ``problem_id`` is ``id``, ``problem_id`` or ``unique_id`` if present, else the 0-based row index;
 ids must be unique (resumed evaluations key on them). Other fields go to ``Problem.meta``.
-Every error is one line: :class:`DataError` naming ``file:line`` (``file:row i`` for JSON/parquet).
+Every error is one line: :class:`DataError` naming ``file:line`` (``file: row i`` for parquet and
+``{"data": [...]}`` files).
+
+Strict reading (files): the bytes must be UTF-8 text (a BOM and CRLF are fine; gzip, UTF-16,
+invalid UTF-8 are refused, see :mod:`satseq.utils.strict_io`); JSON must have no duplicate keys,
+no ``NaN``/``Infinity``, no lone surrogates; ``problem``/``question``/``prompt`` and ``answer``
+must be non-blank strings (``"answer": 27`` is refused; hub rows may have numeric answers); a
+``chosen``/``rejected`` row needs both, as non-blank strings; ``id`` is a non-empty string or an
+integer. Extra fields are kept in ``Problem.meta``; ``Problem.source`` is the ``file:line``.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -38,7 +45,7 @@ from typing import Any, Callable
 
 from satseq.errors import ConfigError, DataError, OfflineError
 from satseq.rewards.extract import extract_boxed, parse_gsm8k_answer
-from satseq.utils.strict_io import JSONRefused, read_text, short
+from satseq.utils.strict_io import JSONRefused, array_item_lines, read_text, short
 from satseq.utils.strict_io import loads as strict_loads
 from satseq.records import Problem
 
@@ -254,7 +261,7 @@ def _read_json(path: Path, text: str) -> tuple[list[dict], Callable[[int], str]]
             raise DataError(f"{path}: expected a list of objects or {{\"data\": [...]}}")
         obj = lists[0]
     elif isinstance(obj, list):
-        item_lines = _array_item_lines(text)
+        item_lines = array_item_lines(text)
     if not isinstance(obj, list):
         raise DataError(f"{path}: expected a list of objects, got {_json_type(obj)}")
 
@@ -267,31 +274,7 @@ def _read_json(path: Path, text: str) -> tuple[list[dict], Callable[[int], str]]
     return obj, located
 
 
-_JSON_WS = re.compile(r"[ \t\n\r]*")
 _LINE_END = re.compile(r"\r\n|\r|\n")  # never inside a JSON string (raw CR/LF there are malformed JSON)
-
-
-def _array_item_lines(text: str) -> list[int] | None:
-    """1-based line where each item of a top-level JSON array starts (``text`` already validated)."""
-    dec = json.JSONDecoder()
-    i = _JSON_WS.match(text, 0).end()
-    if text[i:i + 1] != "[":
-        return None
-    i = _JSON_WS.match(text, i + 1).end()
-    lines: list[int] = []
-    line, counted = 1, 0
-    while i < len(text) and text[i] != "]":
-        line += text.count("\n", counted, i)
-        counted = i
-        lines.append(line)
-        try:
-            _, i = dec.raw_decode(text, i)
-        except ValueError:
-            return None
-        i = _JSON_WS.match(text, i).end()
-        if text[i:i + 1] == ",":
-            i = _JSON_WS.match(text, i + 1).end()
-    return lines
 
 
 def _read_parquet(path: Path) -> list[dict]:

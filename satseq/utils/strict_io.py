@@ -26,7 +26,7 @@ from typing import Any
 
 from satseq.errors import DataError
 
-__all__ = ["JSONRefused", "clip", "describe_binary", "loads", "read_text", "short"]
+__all__ = ["JSONRefused", "array_item_lines", "clip", "describe_binary", "loads", "read_text", "short"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _MAX_INT_DIGITS = 4000
@@ -209,3 +209,29 @@ def _locate(text: str) -> int | None:
     except (ValueError, RecursionError):
         return None
     return None
+
+
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+
+
+def array_item_lines(text: str) -> list[int] | None:
+    """1-based line where each item of a top-level JSON array starts (``text`` already validated)."""
+    dec = json.JSONDecoder()
+    i = _JSON_WS.match(text, 0).end()
+    if text[i:i + 1] != "[":
+        return None
+    i = _JSON_WS.match(text, i + 1).end()
+    lines: list[int] = []
+    line, counted = 1, 0
+    while i < len(text) and text[i] != "]":
+        line += text.count("\n", counted, i)
+        counted = i
+        lines.append(line)
+        try:
+            _, i = dec.raw_decode(text, i)
+        except ValueError:
+            return None
+        i = _JSON_WS.match(text, i).end()
+        if text[i:i + 1] == ",":
+            i = _JSON_WS.match(text, i + 1).end()
+    return lines

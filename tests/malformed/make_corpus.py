@@ -64,7 +64,7 @@ add("utf16le_nobom.jsonl", lines(OK, OK).encode("utf-16-le"), D, "error", ["not 
 add("utf32.jsonl", lines(OK).encode("utf-32"), D, "error", ["not UTF-8 text", "UTF-32"])
 _zip = io.BytesIO()
 with zipfile.ZipFile(_zip, "w") as zf:
-    zf.writestr("data.jsonl", lines(OK))
+    zf.writestr(zipfile.ZipInfo("data.jsonl", date_time=(2020, 1, 1, 0, 0, 0)), lines(OK))
 add("zipped.jsonl", _zip.getvalue(), D, "error", ["not UTF-8 text", "zip"])
 add("invalid_utf8.jsonl", lines(OK).encode() + b'{"problem": "caf\xe9", "answer": "1"}\n', D, "error",
     ["not UTF-8 text", "0xe9"], line=2)
