@@ -312,9 +312,6 @@ def normalize_answer(s: str | None) -> str:
     s = re.sub(r"(?<![A-Za-z\\])sqrt\s*\(([^()]*)\)", r"\\sqrt{\1}", s)  # plain-text sqrt(2), pi
     s = re.sub(r"(?<![A-Za-z\\])(sqrt(?=\s*\{)|pi(?![A-Za-z]))", r"\\\1", s)
     s = re.sub(r"\\(?:displaystyle|textstyle)(?![A-Za-z])", "", s).strip().strip("*").strip()
-    boxed = extract_boxed(s) if _BOX_RE.match(s) else None
-    if boxed is not None:
-        s = boxed
     if _BOX_RE.search(s):
         s = _unbox(s)  # a box nested in the answer is part of it: \frac{7}{\boxed{3}} -> \frac{7}{3}
     s = re.sub(r"\\percent(?![A-Za-z])|\s*\\?\s*(?:\\text\s*\{\s*percent\s*\}|percent)$", "%", s)

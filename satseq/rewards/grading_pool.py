@@ -1,107 +1,104 @@
-"""A persistent worker process for the math-verify step, with a hard kill on expiry.
+"""Persistent worker processes for the math-verify step, with a hard kill on expiry.
 
 Why a process: math-verify (sympy) can run for minutes on a 15-character answer
-(``(9999!)^{99999}``), and a Python thread cannot be interrupted from outside; a signal deadline
-works only in the main thread. A child process can always be killed.
+(``(9999!)^{99999}``, ``(x+1)^{9999}``), and a Python thread cannot be interrupted from outside; a
+signal deadline works only in the main thread. A child process can always be killed.
 
 Design:
 
-- workers are started lazily, on the first call that needs math-verify, with the ``forkserver``
-  start method where the platform has it (else ``spawn``); never ``fork``, so no torch or CUDA
-  thread state is copied into a worker. The fork server preloads
-  :mod:`satseq.rewards.mv_engine` (math-verify and sympy) once, so a worker, and a replacement
-  after a kill, starts in milliseconds;
-- at most :data:`MAX_WORKERS` workers; a call takes an idle one (or starts one), sends the pair
-  through a pipe and waits on ``poll(remaining)``. The deadline covers the wait for a free
-  worker too, so a call never takes longer than ``timeout`` plus the kill (a few ms);
-- on expiry the worker is killed (``SIGKILL``) and dropped; the next call starts a new one;
-- ``atexit`` stops the workers; a forked child of the caller (``os.getpid()`` changed) starts
-  its own workers instead of sharing the parent's pipes.
+- a worker is ``python -m satseq.rewards.mv_engine`` started with :mod:`subprocess` (fork+exec:
+  no torch or CUDA state is inherited, and, unlike ``multiprocessing``'s spawn and forkserver, the
+  caller's ``__main__`` script is never re-imported in the worker). It imports math-verify once
+  (~0.5 s) and then answers length-prefixed pickled requests on stdin with one byte on stdout;
+- workers are started lazily, at most :data:`MAX_WORKERS`; a call takes an idle one (or starts
+  one), writes the pair and waits with ``select`` for the remaining time. The deadline covers the
+  wait for a free worker too, so a call never takes longer than ``timeout`` plus the kill;
+- on expiry the worker is killed (``SIGKILL``) and a replacement is started at once in the
+  background, so the next call rarely waits for its import;
+- ``atexit`` stops the workers; a worker exits by itself when its parent is gone; a forked child
+  of the caller (``os.getpid()`` changed) starts its own workers instead of sharing the pipes.
 
 :func:`run` returns ``(status, value)`` with status ``"ok"``, ``"timeout"`` (the worker ran past
 the deadline and was killed), ``"busy"`` (no worker came free before the deadline) or ``"error"``
-(the worker died). It never raises.
+(the worker died). It never raises. POSIX only (``select`` on pipes).
 """
 from __future__ import annotations
 
 import atexit
-import multiprocessing as mp
 import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 __all__ = ["MAX_WORKERS", "run", "warm", "shutdown", "stats"]
 
-#: Most worker processes alive at once (each is one process with sympy loaded, ~60 MB).
+#: Most worker processes alive at once (each is one process with sympy loaded, ~80 MB).
 MAX_WORKERS = 2
 _ENGINE = "satseq.rewards.mv_engine"
-
-
-def _worker_main(conn, owner_pid: int) -> None:  # pragma: no cover - runs in the child
-    """Serve ``(fn_args)`` requests from ``conn`` until EOF or ``None``; exit if the owner dies."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
-
-    def watch_owner() -> None:
-        while True:
-            time.sleep(1.0)
-            try:
-                os.kill(owner_pid, 0)
-            except OSError:
-                os._exit(0)
-
-    threading.Thread(target=watch_owner, daemon=True).start()
-    from satseq.rewards import mv_engine
-
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            break
-        if msg is None:
-            break
-        try:
-            result = mv_engine.compare(*msg)
-        except BaseException:  # noqa: BLE001 — any failure grades as "not equivalent"
-            result = False
-        try:
-            conn.send(result)
-        except (OSError, ValueError):
-            break
-    os._exit(0)
+_PKG_ROOT = str(Path(__file__).resolve().parents[2])  # so the worker imports this same satseq
 
 
 class _Worker:
-    def __init__(self, ctx) -> None:
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True,
-                                name="satseq-grader")
-        self.proc.start()
-        child.close()
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([_PKG_ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = "1"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", _ENGINE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=env, close_fds=True, bufsize=0,
+        )
+        self.out_fd = self.proc.stdout.fileno()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def ask(self, args: tuple, deadline: float) -> str | None:
+        """Send ``args``; the reply byte, or None on expiry. Raises OSError if the worker died."""
+        body = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.write(struct.pack("<I", len(body)) + body)
+        self.proc.stdin.flush()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self.out_fd], [], [], remaining)
+            if ready:
+                byte = os.read(self.out_fd, 1)
+                if not byte:
+                    raise OSError("grading worker exited")
+                return byte.decode()
 
     def kill(self) -> None:
         try:
             self.proc.kill()
-            self.proc.join(timeout=2.0)
+            self.proc.wait(timeout=2.0)
         except Exception:  # noqa: BLE001
             pass
-        try:
-            self.conn.close()
-        except Exception:  # noqa: BLE001
-            pass
+        self._close()
 
     def stop(self) -> None:
         try:
-            self.conn.send(None)
-            self.proc.join(timeout=0.5)
+            self.proc.stdin.close()  # EOF: the worker exits by itself
+            self.proc.wait(timeout=0.5)
         except Exception:  # noqa: BLE001
             pass
-        if self.proc.is_alive():
+        if self.alive():
             self.kill()
-        else:
-            self.conn.close()
+        self._close()
+
+    def _close(self) -> None:
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001
+                pass
 
 
 class _Pool:
@@ -111,28 +108,16 @@ class _Pool:
         self.idle: list[_Worker] = []
         self.busy: set[_Worker] = set()
         self.starting = 0
-        self.ctx = None
         self.started = 0
         self.killed = 0
-
-    def context(self):
-        if self.ctx is None:
-            if "forkserver" in mp.get_all_start_methods():
-                self.ctx = mp.get_context("forkserver")
-                try:
-                    self.ctx.set_forkserver_preload([_ENGINE])
-                except Exception:  # noqa: BLE001 — a server already running keeps its preload
-                    pass
-            else:
-                self.ctx = mp.get_context("spawn")
-        return self.ctx
+        self.closed = False
 
     def acquire(self, deadline: float) -> _Worker | None:
         with self.cv:
             while True:
                 if self.idle:
                     w = self.idle.pop()
-                    if w.proc.is_alive():
+                    if w.alive():
                         self.busy.add(w)
                         return w
                     w.kill()
@@ -145,7 +130,7 @@ class _Pool:
                     if not self.idle:
                         return None
         try:  # start outside the lock: other callers keep using the idle workers meanwhile
-            w = _Worker(self.context())
+            w = _Worker()
         except Exception:  # noqa: BLE001
             w = None
         with self.cv:
@@ -166,9 +151,28 @@ class _Pool:
             self.cv.notify()
         if not alive:
             w.kill()
+            self._replace()
+
+    def _replace(self) -> None:
+        """Start a worker in place of a killed one now, so it imports sympy while nobody waits."""
+        with self.cv:
+            if self.closed or len(self.idle) + len(self.busy) + self.starting >= MAX_WORKERS:
+                return
+            self.starting += 1
+        try:
+            w = _Worker()
+        except Exception:  # noqa: BLE001
+            w = None
+        with self.cv:
+            self.starting -= 1
+            if w is not None:
+                self.idle.append(w)
+                self.started += 1
+            self.cv.notify()
 
     def shutdown(self) -> None:
         with self.cv:
+            self.closed = True
             workers = self.idle + list(self.busy)
             self.idle, self.busy = [], set()
         for w in workers:
@@ -198,20 +202,19 @@ def run(args: tuple, timeout: float) -> tuple[str, Any]:
     if w is None:
         return "busy", None
     try:
-        w.conn.send(args)
-        if w.conn.poll(max(deadline - time.monotonic(), 0.0)):
-            value = w.conn.recv()
-            pool.release(w, alive=True)
-            return "ok", value
-        pool.release(w, alive=False)  # expired: kill it; the next call starts a fresh one
-        return "timeout", None
+        reply = w.ask(args, deadline)
     except Exception:  # noqa: BLE001 — a dead worker (EOF, broken pipe): drop it
         pool.release(w, alive=False)
         return "error", None
+    if reply is None:
+        pool.release(w, alive=False)  # expired: kill it (a replacement starts at once)
+        return "timeout", None
+    pool.release(w, alive=True)
+    return "ok", reply == "1"
 
 
 def warm(timeout: float = 60.0) -> bool:
-    """Start a worker now (fork server and sympy import included) and grade one pair; True on success."""
+    """Start a worker now (its sympy import included) and grade one pair; True on success."""
     status, _ = run(("1", "1", (), ()), timeout)
     return status == "ok"
 

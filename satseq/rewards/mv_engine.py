@@ -97,3 +97,61 @@ def compare(pred: str, gold: str, pred_nums: tuple = (), gold_nums: tuple = ()) 
     except Exception:  # noqa: BLE001 — unparsable means "not equal"
         return False
 
+
+
+# ----------------------------------------------------------------------------------------------
+# Worker process main loop: ``python -m satseq.rewards.mv_engine`` (started by grading_pool)
+# ----------------------------------------------------------------------------------------------
+
+
+def _read_exact(f, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        chunk = f.read(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def serve() -> None:  # pragma: no cover - runs in the worker process
+    """Answer length-prefixed pickled ``compare`` argument tuples on stdin, one pickled bool each
+    on stdout; exit on EOF or when the parent process is gone."""
+    import os
+    import pickle
+    import signal
+    import struct
+    import sys
+    import threading
+    import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    parent = os.getppid()
+    inp = os.fdopen(os.dup(0), "rb", buffering=0)
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # anything printed by a library goes to stderr, not into the protocol
+    sys.stdout = sys.stderr
+
+    def watch_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    while True:
+        head = _read_exact(inp, 4)
+        if head is None:
+            break
+        body = _read_exact(inp, struct.unpack("<I", head)[0])
+        if body is None:
+            break
+        try:
+            result = bool(compare(*pickle.loads(body)))
+        except BaseException:  # noqa: BLE001 — any failure grades as "not equivalent"
+            result = False
+        out.write(b"1" if result else b"0")
+    os._exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    serve()

@@ -4,7 +4,8 @@ A *plain number* is a normalized answer (:func:`satseq.rewards.extract.normalize
 of these forms: an integer ``-12``; a decimal ``3.50`` / ``.5``; a fraction ``3/4``,
 ``\\frac{3}{4}``, ``-\\frac{3}{4}``, ``\\frac{-3}{4}``; a mixed number ``1\\frac{4}{5}`` (= 9/5,
 only for a proper fraction, so ``2\\frac{7}{3}`` is left to math-verify, which reads a product);
-scientific notation ``1.2\\times10^{3}``, ``1.2\\cdot10^{-3}``, ``1.2e3``.
+scientific notation ``1.2\\times10^{3}``, ``1.2\\cdot10^{-3}``, ``1.2e3``; a repeating decimal
+``0.\\overline{3}`` (= 1/3, exact).
 
 Rules (:func:`numbers_match`):
 
@@ -36,6 +37,7 @@ class Num(NamedTuple):
 
 _INT_RE = re.compile(r"[-+]?\d+")
 _DEC_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+)")
+_REPEAT_RE = re.compile(r"([-+]?)(\d*)\.(\d*)\\overline\{(\d{1,50})\}")
 _SLASH_RE = re.compile(r"([-+]?\d+)/([-+]?\d+)")
 _FRAC_RE = re.compile(r"([-+]?)\\frac\{([-+]?\d+)\}\{([-+]?\d+)\}")
 _MIXED_RE = re.compile(r"([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}")
@@ -57,6 +59,11 @@ def parse_number(s: str) -> Num | None:
         return Num(Fraction(int(s)), None)
     if _DEC_RE.fullmatch(s):
         return _decimal(s)
+    m = _REPEAT_RE.fullmatch(s)
+    if m:  # 0.\overline{3} = 1/3, 1.2\overline{45}
+        sign, whole, fixed, rep = m.group(1), m.group(2) or "0", m.group(3), m.group(4)
+        v = Fraction(int(whole + fixed), 10 ** len(fixed)) + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+        return Num(-v if sign == "-" else v, None)
     m = _SLASH_RE.fullmatch(s)
     if m:
         return Num(Fraction(int(m.group(1)), int(m.group(2))), None) if int(m.group(2)) else None
