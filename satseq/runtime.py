@@ -16,6 +16,7 @@ import torch
 
 from satseq.config import TrainConfig
 from satseq.data.context import check_prompt_lengths, context_length_of
+from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
 from satseq.models.warm_start import EMBEDDED, eval_exclusion
@@ -163,10 +164,27 @@ def load_datasets(cfg: TrainConfig, method) -> tuple[list[Problem], list[Problem
     return train_set, eval_set
 
 
+def _check_prompts_before_the_warm_start(cfg: TrainConfig, spec, method, sets) -> None:
+    """Every agent on the embedded model: its tokenizer (built in code) and context length are known
+    before the warm start is built or loaded, so a too-long prompt is refused before any of that."""
+    if cfg.model.tokenizer or not all(s == EMBEDDED for s in _agent_sources(cfg, spec.paths)):
+        return
+    import inspect
+
+    from satseq.models.tiny import build_char_tokenizer, tiny_config
+
+    context = inspect.signature(tiny_config).parameters["max_positions"].default
+    fmt = method.prompt_format("embedded", build_char_tokenizer(), cfg)
+    for problems in sets:
+        check_prompt_lengths(problems, fmt, context_length=context, max_new_tokens=cfg.rollout.max_new_tokens,
+                             what="rollout.max_new_tokens")
+
+
 def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     device = setup_torch(cfg)
     train_set, eval_set = load_datasets(cfg, method)
     spec = method.agents(cfg)
+    _check_prompts_before_the_warm_start(cfg, spec, method, (train_set, eval_set))
     pool = build_pool(cfg, spec.names, spec.paths, device, console, path_keys=spec.path_keys,
                       force_lora=spec.force_lora, method=method)
     fmt = prompt_format_of(pool, cfg, method)

@@ -202,3 +202,14 @@ def test_eval_sampling_options_must_be_finite():
     for kw in ({"temperature": float("nan")}, {"temperature": float("inf")}, {"top_p": float("nan")}):
         with pytest.raises(ConfigError):
             resolve_sampling(1, kw.get("temperature"), kw.get("top_p"), 8)
+
+
+def test_train_on_the_embedded_model_refuses_before_building_the_warm_start(in_tmp):
+    data = _long_dataset(in_tmp)
+    result = CliRunner().invoke(app, ["train", f"data.train={data}", "output_dir=out", "threads=1",
+                                      "trainer.progress=false"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {data}:2: the prompt is "), result.stderr
+    assert "context length 256" in lines[0]
+    assert not (in_tmp / "out").exists()  # neither the run directory nor the warm start
