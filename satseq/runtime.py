@@ -16,7 +16,6 @@ import torch
 
 from satseq.config import TrainConfig
 from satseq.data.context import check_prompt_lengths, context_length_of
-from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
 from satseq.models.warm_start import EMBEDDED, eval_exclusion
