@@ -105,7 +105,8 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
     save_config(cfg, run_dir / "train_config.yaml")
     write_json(run_dir / "run_info.json", {"method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode,
                                            **method.run_info(cfg, workflow), **({"ray": ray_info} if ray_info else {}),
-                                           "base_model": cfg.model.path, "prompt_format": rt.fmt.name})
+                                           "base_model": cfg.model.path, "prompt_format": rt.fmt.name,
+                                           "embedded_task": cfg.data.embedded_task})
     tracker = Tracker(run_dir, tensorboard=cfg.trainer.tensorboard, wandb=cfg.trainer.wandb,
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
                       config=dump_config(cfg), resume_step=start)

@@ -59,6 +59,8 @@ class DataConfig(Section):
     train_size: int = Field(4096, ge=1, description="number of training problems used (or generated)")
     eval_size: int = Field(200, ge=1, description="number of evaluation problems used (or generated)")
     data_dir: Optional[str] = Field(None, description="local directory searched for named datasets (None = default cache)")
+    embedded_task: Literal["default", "chain"] = Field(
+        "default", description="what `embedded` means for data.train/data.eval/model.path: default = the method's own task and warm start; chain = the three-stage relay task where a later agent builds on an earlier one's answer (satseq/data/relay_chain.py)")
 
 
 # ------------------------------------------------------------------------------------- rollout

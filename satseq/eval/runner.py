@@ -39,6 +39,7 @@ stage, dataset, n, temperature, top-p, max_new_tokens, seed, prompt format) is r
 from __future__ import annotations
 
 import math
+import math
 import os
 import time
 from pathlib import Path
@@ -46,6 +47,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.errors import ConfigError, DataError
 from satseq.eval.predictions_io import (
@@ -59,7 +61,7 @@ from satseq.eval.predictions_io import (
     records,
 )
 from satseq.eval.report import compute_metrics, print_table  # noqa: F401  (re-exported)
-from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, Target, load_target, method_of  # noqa: F401  (re-exported)
+from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, Target, embedded_task_of, load_target, method_of  # noqa: F401  (re-exported)
 from satseq.rollout.types import SamplingParams
 from satseq.utils.io import append_jsonl, read_jsonl, write_json, write_yaml
 from satseq.records import Problem
@@ -123,16 +125,18 @@ def _resolve_ks(ks: Sequence[int] | None, n: int, console) -> list[int]:
 
 # -------------------------------------------------------------------------------------- data
 def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None,
-                  method=None) -> tuple[list[Problem], str]:
+                  method=None, embedded_task: str = "default") -> tuple[list[Problem], str]:
     """Problems and the dataset's identity (a benchmark name / hub id, or an absolute path).
-    ``embedded`` is the held-out split of ``method``'s embedded task (MLMT's is the sum of three)."""
+    ``embedded`` is the held-out split of the run's embedded task (``data.embedded_task``; by default
+    ``method``'s own: MLMT's is the sum of three)."""
     from satseq.data.loading import load_problems
 
     if dataset == EMBEDDED_DATASET:
+        from satseq.models.embedded_tasks import embedded_task as task_named
         from satseq.runtime import EMBEDDED_TASK_SEED
 
         size = EMBEDDED_EVAL_DEFAULT if limit is None else limit
-        task = method.embedded_task(EMBEDDED_TASK_SEED)
+        task = task_named(embedded_task, method, EMBEDDED_TASK_SEED)
         return task.problems(size, split="eval"), f"{task.identity}:eval:seed{EMBEDDED_TASK_SEED}"
     problems = load_problems(dataset, split="test", data_dir=data_dir, limit=limit)
     p = Path(dataset).expanduser()
@@ -203,7 +207,8 @@ def run_evaluation(
 
     # Cheap checks first: the dataset and any existing output, before loading a model.
     problems, dataset_id = _load_dataset(dataset, data_dir=data_dir, limit=limit,
-                                         method=method_of(checkpoint_dir, workflow))
+                                         method=method_of(checkpoint_dir, workflow),
+                                         embedded_task=embedded_task_of(checkpoint_dir))
     if not problems:
         raise DataError(f"{dataset}: no problems to evaluate")
     ids = [problem_key(p.problem_id) for p in problems]

@@ -110,6 +110,16 @@ def method_of(checkpoint_dir=None, workflow: str | None = None):
     return m
 
 
+def embedded_task_of(checkpoint_dir=None) -> str:
+    """The embedded task a run trained on (``run_info.json``'s ``embedded_task``; ``default`` otherwise)."""
+    info = Path(str(checkpoint_dir or "")).expanduser() / "run_info.json"
+    try:
+        name = json.loads(info.read_text(encoding="utf-8")).get("embedded_task") if info.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        name = None
+    return name if isinstance(name, str) else "default"
+
+
 def _trained_with(workflow: str) -> str:
     from satseq.registry import method_for_workflow
 

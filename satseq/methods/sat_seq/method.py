@@ -57,6 +57,13 @@ class SatSeq(Method):
         relay_rewards(cfg, episodes, ctx.custom)
         return {}
 
+    def rollout_metrics(self, cfg, episodes) -> dict:
+        if cfg.data.embedded_task != "chain":
+            return {}
+        from satseq.data.relay_chain import behaviour_shares
+
+        return behaviour_shares(episodes)
+
     def held_out_metrics(self, cfg, rt, workflow, generator) -> dict:
         from satseq.eval.rollout_eval import evaluate_relay
 

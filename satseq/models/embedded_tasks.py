@@ -1,0 +1,52 @@
+"""Which embedded task ``data.train=embedded`` / ``model.path=embedded`` mean: the method's own
+(``data.embedded_task=default``), or a named task that several methods can be compared on.
+
+A named task brings its problems and its warm start (built once, like a method's own, on top of the
+base warm start of :mod:`satseq.models.warm_start`):
+
+=========  ===============================================  =====================================
+name       problems                                          warm start
+=========  ===============================================  =====================================
+``chain``  ``a+b+c`` in the relay layout                     stage 1 / stage 2 / copy / single pass
+           (:mod:`satseq.data.relay_chain`)                  (``embedded/chain_seed<seed>``)
+=========  ===============================================  =====================================
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from satseq.models.warm_start import HELD_OUT_POOL, ensure_method_warm_start
+
+DEFAULT = "default"
+CHAIN_SFT = dict(steps=1000, lr=2e-3, warmup_steps=10)
+
+
+def ensure_chain_warm_start(output_dir: str | Path, *, seed: int = 0, n_examples: int = 64000,
+                            eval_size: int = HELD_OUT_POOL, **kw) -> Path:
+    from satseq.data.relay_chain import MIX, ChainTask, chain_examples
+
+    return ensure_method_warm_start(
+        output_dir, stem="chain", task=ChainTask(seed=seed), examples=chain_examples, sft=CHAIN_SFT,
+        what="chain-relay stage 1 / stage 2 / copy / single-pass", info={"task": "embedded chain relay",
+                                                                         "mix": {str(k): v for k, v in MIX.items()}},
+        seed=seed, n_examples=n_examples, eval_size=eval_size, **kw)
+
+
+def _chain_task(seed: int):
+    from satseq.data.relay_chain import ChainTask
+
+    return ChainTask(seed=seed)
+
+
+#: name -> (task factory(seed), warm-start builder(output_dir, **kw))
+EMBEDDED_TASKS = {"chain": (_chain_task, ensure_chain_warm_start)}
+
+
+def embedded_task(name: str, method, seed: int = 0):
+    """The task object of embedded task ``name`` (``default``: the method's own)."""
+    return method.embedded_task(seed=seed) if name == DEFAULT else EMBEDDED_TASKS[name][0](seed)
+
+
+def ensure_embedded_warm_start(name: str, method, output_dir, **kw) -> Path:
+    """The warm start ``model.path=embedded`` means under embedded task ``name``."""
+    return method.ensure_warm_start(output_dir, **kw) if name == DEFAULT else EMBEDDED_TASKS[name][1](output_dir, **kw)
