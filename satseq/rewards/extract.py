@@ -265,7 +265,7 @@ _UNIT_RE = re.compile(
 )
 # A trailing \text{ word(s)} after a number or group (``12\text{ apples}``, ``864\mbox{ inches}^2``).
 _TEXT_UNIT_RE = re.compile(
-    r"(?<=[\d}.])\s*(?:\\\s|~)?\s*" + _TEXT_MACROS + r"\s*\{\s*[A-Za-z][A-Za-z .]*\}(?:\^\{?[23]\}?)?\s*\.?\s*$"
+    r"(?<=[\w}.)])\s*(?:\\\s|~)?\s*" + _TEXT_MACROS + r"\s*\{\s*[A-Za-z][A-Za-z .]*\}(?:\^\{?[23]\}?)?\s*\.?\s*$"
 )
 # Trailing plain words after a number and a space (``12 apples``, ``5 square feet``).
 _WORD_UNIT_RE = re.compile(
@@ -343,6 +343,7 @@ def normalize_answer(s: str | None) -> str:
     if s.count("=") <= 1:  # "x = 5" -> "5", but "a=1,b=2" is kept whole
         s = _LHS_RE.sub("", s)
     s = _fix_fracs(s)
+    s = re.sub(r"(?<![\d.,])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])", r"\1\\frac{\2}{\3}", s)  # "2 1/3": mixed
     # Remove whitespace, except a single space after a command word (\cot x, \pi r).
     s = re.sub(r"(\\[A-Za-z]+)?\s+", lambda m: m.group(1) + " " if m.group(1) else "", s).strip()
     if _THOUSANDS_RE.fullmatch(s):

@@ -168,6 +168,15 @@ def is_equivalent(pred: str | None, gold: str | None, timeout: float | None = No
     pred, gold = str(pred), str(gold)
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return bool(pred.strip()) and pred.strip() == gold.strip()
+    if "\\approx" in gold or "\\approx" in pred:
+        # "\\frac23 \\approx 0.67": the reference accepts each of its forms; an answer is its first
+        golds = [part for part in gold.split("\\approx") if part.strip()] or [gold]
+        first = pred.split("\\approx")[0] if pred.split("\\approx")[0].strip() else pred
+        return any(_equivalent(first, g, timeout) for g in golds)
+    return _equivalent(pred, gold, timeout)
+
+
+def _equivalent(pred: str, gold: str, timeout: float | None) -> bool:
     try:
         p, g = normalize_answer(pred), normalize_answer(gold)
     except RecursionError:

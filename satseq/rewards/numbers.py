@@ -5,7 +5,7 @@ of these forms: an integer ``-12``; a decimal ``3.50`` / ``.5``; a fraction ``3/
 ``\\frac{3}{4}``, ``-\\frac{3}{4}``, ``\\frac{-3}{4}``; a mixed number ``1\\frac{4}{5}`` (= 9/5,
 only for a proper fraction, so ``2\\frac{7}{3}`` is left to math-verify, which reads a product);
 scientific notation ``1.2\\times10^{3}``, ``1.2\\cdot10^{-3}``, ``1.2e3``; a repeating decimal
-``0.\\overline{3}`` (= 1/3, exact).
+``0.\\overline{3}`` (= 1/3, exact); a number word up to a hundred (``twelve``, ``Twenty-five``).
 
 Rules (:func:`numbers_match`):
 
@@ -51,10 +51,22 @@ def _decimal(s: str) -> Num:
     return Num(Fraction(s), places if "." in s else None)
 
 
+_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+          "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_WORDS = {w: i for i, w in enumerate(_UNITS)}
+_WORDS.update({w: 20 + 10 * i for i, w in enumerate(_TENS)})
+_WORDS.update({f"{t}{u}": 20 + 10 * i + j for i, t in enumerate(_TENS) for j, u in enumerate(_UNITS[1:10], 1)})
+_WORDS.update({"hundred": 100, "onehundred": 100, "ahundred": 100, "thousand": 1000, "onethousand": 1000})
+
+
 def parse_number(s: str) -> Num | None:
     """The :class:`Num` for a plain-number answer (see module doc), else None."""
     if not s or len(s) > _MAX_DIGITS:
         return None
+    if s[0].isalpha():  # a number word: "twelve", "Twenty-five" (normalized: spaces already gone)
+        v = _WORDS.get(s.lower().replace("-", ""))
+        return Num(Fraction(v), None) if v is not None else None
     if _INT_RE.fullmatch(s):
         return Num(Fraction(int(s)), None)
     if _DEC_RE.fullmatch(s):

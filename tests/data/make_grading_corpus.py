@@ -106,6 +106,12 @@ CASES = [
     ("mixed-number", "137 \\frac{1}{2}", [("137.5", T), ("\\frac{275}{2}", T), ("275/2", T), ("137\\frac12", T), ("137", F)]),
     ("unicode", "-\\frac{\\pi}{6}", [("-\u03c0/6", T), ("-pi/6", T), ("\\frac{-\\pi}{6}", T), ("\\frac{\\pi}{6}", F), ("-30^\\circ", F)]),
     ("unicode", "2\\sqrt{3}", [("2\u221a3", T), ("\\sqrt{12}", T), ("2 sqrt(3)", T), ("3.46", F)]),
+    ("number-word", "12", [("twelve", T), ("Twelve", T), ("twenty", F), ("\\text{twelve}", T)]),
+    ("mixed-number", "\\frac{7}{3}", [("2 1/3", T), ("2\\frac13", T), ("2.33", F), ("7/3", T)]),
+    ("mixed-number", "7", [("2 1/3", F), ("21/3", T)]),
+    ("approx", "\\$\\dfrac23 \\approx \\$0.67", [("0.67", T), ("\\frac{2}{3}", T), ("\\$0.67", T), ("0.66", F),
+                                                  ("0.6", F), ("\\frac23 \\approx 0.67", T)]),
+    ("units", "12\\pi", [("12 \\pi \\text{ cm}^2", T), ("37.7", F), ("12\\pi^2", F)]),
     ("hedged", "3", [("3 \\text{ or } 4", F), ("3, 4", F), ("\\pm 3", F), ("3 \\text{ and } -3", F)]),
     # whole responses: nested and truncated boxes
     ("nested-box:response", "3", [("so $\\boxed{\\frac{7}{\\boxed{3}}}$", F), ("$\\boxed{\\boxed{3}}$", T),
