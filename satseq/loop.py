@@ -26,6 +26,7 @@ from satseq.errors import ConfigError
 from satseq.methods.base import RewardContext
 from satseq.registry import get_method
 from satseq.rewards.custom import resolve_custom_reward
+from satseq.rewards.grade import timeout_count
 from satseq.runtime import build_runtime
 from satseq.tracking import Tracker
 from satseq.utils.io import write_json
@@ -115,7 +116,7 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
                                enabled=cfg.trainer.progress) as bar:
         bar.advance(start)
         for stage in range(start, cfg.trainer.num_stages):
-            t0 = time.perf_counter()
+            t0, timeouts0 = time.perf_counter(), timeout_count()
             problems = [rt.train[i] for i in sampler.next_batch(cfg.trainer.train_batch_size)]
             episodes = workflow.rollout(problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
             reward_metrics = method.assign_rewards(cfg, episodes, run.rewards) or {}
@@ -128,6 +129,7 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
             if cfg.trainer.eval_every and (stage + 1) % cfg.trainer.eval_every == 0:
                 held_out_gen = torch.Generator().manual_seed(cfg.seed * 7919 + stage)
                 metrics.update(method.held_out_metrics(cfg, rt, workflow, held_out_gen))
+            metrics["reward/timeouts"] = timeout_count() - timeouts0  # gradings killed at reward.timeout
             tracker.log(metrics, step=stage)
             method.after_log(cfg, metrics, hook_state, console)
             if stage == last or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0):

@@ -22,6 +22,7 @@ from satseq.models.warm_start import EMBEDDED, eval_exclusion
 from satseq.rollout.engine import make_engine
 from satseq.rollout.types import SamplingParams
 from satseq.records import Problem
+from satseq.rewards.grade import set_grading_timeout
 
 EMBEDDED_TASK_SEED = 0
 
@@ -185,6 +186,7 @@ def _check_prompts_before_the_warm_start(cfg: TrainConfig, spec, method, sets) -
 
 
 def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
+    set_grading_timeout(cfg.reward.timeout)  # every is_equivalent of this run: math-verify killed after it
     device = setup_torch(cfg)
     train_set, eval_set = load_datasets(cfg, method)
     spec = method.agents(cfg)

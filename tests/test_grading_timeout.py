@@ -198,3 +198,25 @@ def test_percent_candidates():
     assert percent_candidates(fifty, True, False) == [fifty, Num(Fraction(1, 2), None)]
     assert percent_candidates(fifty, True, True) == [fifty]
     assert percent_candidates(Num(Fraction(125, 10), 1), True, False)[1] == Num(Fraction(1, 8), 3)
+
+
+def test_reward_timeout_config_is_read_at_run_setup(monkeypatch):
+    from satseq import runtime
+    from satseq.config import TrainConfig
+
+    class Stop(Exception):
+        pass
+
+    def stop(cfg):
+        raise Stop
+
+    cfg = TrainConfig()
+    cfg.reward.timeout = 2.5
+    old = grade.grading_timeout()
+    monkeypatch.setattr(runtime, "setup_torch", stop)
+    try:
+        with pytest.raises(Stop):
+            runtime.build_runtime(cfg, method=None)
+        assert grade.grading_timeout() == 2.5
+    finally:
+        grade.set_grading_timeout(old)

@@ -58,6 +58,7 @@ def test_grpo_run(tiny_dir, tmp_path):
     assert r.returncode == 0, r.stderr
     rows = _metrics(tmp_path / "g")
     assert len(rows) == 2 and "policy/kl_ref" in rows[0] and "policy/loss" in rows[0]
+    assert all(r["reward/timeouts"] == 0 for r in rows)  # gradings killed at reward.timeout, per stage
     assert (tmp_path / "g" / "policy_stage_2" / "model.safetensors").exists()
 
 
