@@ -92,7 +92,7 @@ class RewardConfig(Section):
     own: float = Field(1.0, description="weight of the agent's own answer correctness")
     team: float = Field(1.0, description="weight of the team's vote correctness")
     custom: Optional[str] = Field(None, description='custom reward function "module:function" (None = built-in)')
-    timeout: float = Field(5.0, gt=0.0, description="seconds allowed per answer verification")
+    timeout: float = Field(5.0, gt=0.0, description="seconds allowed per answer verification: math-verify runs in a worker process killed after it; an expiry grades 0 and counts in reward/timeouts (docs/grading.md)")
     controller: Optional[str] = Field(
         None, description='a RealController subclass "module:Class" whose _compute_reward(prompt, response, answer) gives each turn\'s reward (as reward.custom)')
 
