@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from satseq.rewards import grade, grading_pool
-from satseq.rewards.grade import is_equivalent
+from satseq.rewards.grade import extract_answer, is_equivalent
 from satseq.rewards.guard import MAX_BRACE_DEPTH, looks_explosive, refusal
 from satseq.rewards.numbers import (
     Num,
@@ -220,3 +220,48 @@ def test_reward_timeout_config_is_read_at_run_setup(monkeypatch):
         assert grade.grading_timeout() == 2.5
     finally:
         grade.set_grading_timeout(old)
+
+
+# ----------------------------------------------------------------------------------------------
+# Grader-breaking responses: each returns a bool within timeout + 1 s
+# ----------------------------------------------------------------------------------------------
+
+BREAKERS = [
+    "\\boxed{(9999!)^{99999}}", "\\boxed{10^{10^{10^{10}}}}", "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "\\boxed{9^9^9^9}",
+    "\\boxed{99999999!}", "\\boxed{(10^{100})!}", "\\boxed{((5!)!)!}", "\\boxed{3\\uparrow\\uparrow\\uparrow 3}",
+    "\\boxed{2^{123456789}}", "\\boxed{1.0001^{99999999}}", "\\boxed{(x+1)^{9999}}", "\\boxed{(x+y)^{5000}}",
+    "\\boxed{" + "{" * 40 + "1" + "}" * 40 + "}", "\\boxed{" + "\\frac{1}{" * 30 + "2" + "}" * 30 + "}",
+    "\\boxed{" + "(" * 200 + "1" + ")" * 200 + "}", "\\boxed{" + "\\sqrt{" * 50 + "2" + "}" * 50 + "}",
+    "\\boxed{" + "[" * 100 + "}", "\\boxed{" + "1+" * 2000 + "1}", "\\boxed{" + "x" * 5000 + "}",
+    "\\boxed{" * 300 + "1" + "}" * 300, "\\boxed{\\frac{7}{\\boxed{3}}}", "\\boxed{42", "The answer is \\boxed{42",
+    "\\boxed{__import__('os').system('true')}", "\\boxed{eval('2+2')}", "\\boxed{lambda: 1}",
+    "\\boxed{\\begin{pmatrix}" + "1&" * 300 + "1\\end{pmatrix}}", "\\boxed{\\sum_{n=1}^{10^{12}} n}",
+    "\\boxed{\\int_0^{10^{9}} e^{x^2} dx}", "\\boxed{\\prod_{k=1}^{99999} k}", "\\boxed{\\lim_{x\\to\\infty} x^x}",
+    "\\boxed{\\sin(10^{99999})}", "\\boxed{\\binom{10^{6}}{500000}}", "\\boxed{\\gcd(2^{99999}-1, 3^{99999}-1)}",
+    "\\boxed{\x00\x01\x02}", "\\boxed{\u202e5\u202d}", "\\boxed{" + "\\left(" * 100 + "}", "\\boxed{}}}}}{{{{",
+    "\\boxed{1/0}", "\\boxed{0^{-1}}",
+]
+
+
+def test_grader_breaking_responses_return_a_bool_in_time():
+    assert len(BREAKERS) == 40
+    grade.clear_caches()
+    slowest, old = 0.0, grade.grading_timeout()
+    grade.set_grading_timeout(TIMEOUT)  # correctness_reward uses the configured timeout
+    try:
+        _grade_breakers(BREAKERS)
+    finally:
+        grade.set_grading_timeout(old)
+
+
+def _grade_breakers(texts):
+    slowest = 0.0
+    for text in texts:
+        start = time.monotonic()
+        reward = grade.correctness_reward(text, "7")
+        pred = grade.extract_answer(text)
+        same = is_equivalent(pred, pred, timeout=TIMEOUT) if pred is not None else None
+        elapsed = time.monotonic() - start
+        assert reward in (0.0, 1.0) and same in (True, False, None), text[:60]
+        slowest = max(slowest, elapsed)
+    assert slowest < 2 * TIMEOUT + 1.0  # two gradings per response, each within its timeout
