@@ -147,6 +147,13 @@ def _slow_verdict(pred: str, gold: str, pred_pct: bool, gold_pct: bool, timeout:
     return result
 
 
+def _math_verify_equal(pred: str, gold: str, timeout: float | None = None) -> bool:
+    """math-verify alone, through a worker (no normalization, fast path, guard or cache): for checks
+    such as "every benchmark answer parses and verifies against its normalized form"."""
+    status, value = grading_pool.run((pred, gold, (), ()), _state["timeout"] if timeout is None else timeout)
+    return status == "ok" and bool(value)
+
+
 def clear_caches() -> None:
     """Forget every cached verdict (tests)."""
     _fast_verdict.cache_clear()
