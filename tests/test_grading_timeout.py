@@ -92,6 +92,10 @@ def test_configured_timeout_is_the_default(monkeypatch):
         grade.set_grading_timeout(old)
     with pytest.raises(ValueError):
         grade.set_grading_timeout(0)
+    grade.clear_caches()
+    killed = grading_pool.stats()["killed"]
+    assert is_equivalent("x^2+4x+4", "(x+2)^2", timeout=0) is True  # 0 / None: the configured default
+    assert grading_pool.stats()["killed"] == killed
 
 
 def test_fast_path_never_uses_the_pool():

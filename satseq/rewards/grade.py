@@ -171,7 +171,7 @@ def is_equivalent(pred: str | None, gold: str | None, timeout: float | None = No
 
     Both are final answers (already extracted), e.g. ``"\\frac{1}{2}"`` and ``"0.5"``. Never
     raises on any input; ``None`` or empty is never equivalent. ``timeout``: seconds for the
-    math-verify step (None: :func:`grading_timeout`); it holds in any thread. See the module doc.
+    math-verify step (None or <= 0: :func:`grading_timeout`); it holds in any thread. See the module doc.
     """
     if pred is None or gold is None:
         return False
@@ -197,7 +197,7 @@ def _equivalent(pred: str, gold: str, timeout: float | None) -> bool:
     verdict = _fast_verdict(p, g, p_pct, g_pct)
     if verdict is not None:
         return verdict
-    t = _state["timeout"] if timeout is None else float(timeout)
+    t = float(timeout) if timeout is not None and timeout > 0 else _state["timeout"]
     return _slow_verdict(p, g, p_pct, g_pct, t)
 
 

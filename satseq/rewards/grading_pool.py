@@ -68,7 +68,12 @@ class _Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            ready, _, _ = select.select([self.out_fd], [], [], remaining)
+            if hasattr(select, "poll"):  # no FD_SETSIZE limit in a process with many open files
+                poller = select.poll()
+                poller.register(self.out_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+                ready = poller.poll(max(remaining * 1000.0, 1.0))
+            else:
+                ready, _, _ = select.select([self.out_fd], [], [], remaining)
             if ready:
                 byte = os.read(self.out_fd, 1)
                 if not byte:
