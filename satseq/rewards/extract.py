@@ -265,17 +265,18 @@ _UNIT_RE = re.compile(
 )
 # A trailing \text{ word(s)} after a number or group (``12\text{ apples}``, ``864\mbox{ inches}^2``).
 _TEXT_UNIT_RE = re.compile(
-    r"(?<=[\w}.)])\s*(?:\\\s|~)?\s*" + _TEXT_MACROS + r"\s*\{\s*[A-Za-z][A-Za-z .]*\}(?:\^\{?[23]\}?)?\s*\.?\s*$"
+    r"(?<=[\w}.)])\s*(?:\\\s|~)?\s*" + _TEXT_MACROS + r"\s*\{\s*[A-Za-z][A-Za-z ./]*\}(?:\^\{?[23]\}?)?\s*\.?\s*$"
 )
 # Trailing plain words after a number and a space (``12 apples``, ``5 square feet``).
 _WORD_UNIT_RE = re.compile(
     r"(?<=\d)\s+(?!(?:pi|sqrt|and|or|to|times|over|plus|minus|mod|infinity|infty|is|for)\b)"
-    r"[A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*\.?(?:\^\{?[23]\}?)?$"
+    r"(?:[A-Za-z]+/[A-Za-z]+|[A-Za-z]{2,})(?:\s+[A-Za-z]{2,})*\.?(?:\^\{?[23]\}?)?$"
 )
 _UNICODE = {"\u2212": "-", "\u2013": "-", "\u03c0": "\\pi ", "\u00d7": "\\times ", "\u22c5": "\\cdot ",
             "\u00b7": "\\cdot ", "\u221e": "\\infty ", "\u00f7": "\\div ", "\u2264": "\\le ", "\u2265": "\\ge ",
             "\u00bd": "\\frac{1}{2}", "\u00bc": "\\frac{1}{4}", "\u00be": "\\frac{3}{4}"}
 _LHS_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\in(?![A-Za-z]))\s*(?=\S)")
+_SAME_LHS_LIST_RE = re.compile(r"\s*([A-Za-z])\s*=\s*[^,=]+(?:,\s*\1\s*=\s*[^,=]+)+\s*")
 _THOUSANDS_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
@@ -325,6 +326,8 @@ def normalize_answer(s: str | None) -> str:
         if new == s:
             break
         s = new
+    s = re.sub(r"(?<=\S)\s+(?:or|and)\s+(?=\S)", ",", s)  # "1 \text{ or } 2" lists like "1, 2"
+    s = re.sub(r"(?<![A-Za-z\\])infinity(?![A-Za-z])", r"\\infty", s)
     s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])\s*", "", s)
     s = re.sub(r"\\[,!;:](?![A-Za-z])", "", s)
     s = re.sub(r"(?<!\\)\\ ", " ", s)  # "5\ \text{cm}" (but not the "\\" of a line break)
@@ -342,6 +345,10 @@ def normalize_answer(s: str | None) -> str:
     s = new or s
     if s.count("=") <= 1:  # "x = 5" -> "5", but "a=1,b=2" is kept whole
         s = _LHS_RE.sub("", s)
+    else:  # "x = 1, x = 2" (one variable, several values) -> "1,2"
+        m = _SAME_LHS_LIST_RE.fullmatch(s)
+        if m:
+            s = re.sub(r"(^|,)\s*" + m.group(1) + r"\s*=\s*", r"\1", s)
     s = _fix_fracs(s)
     s = re.sub(r"(?<![\d.,])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])", r"\1\\frac{\2}{\3}", s)  # "2 1/3": mixed
     # Remove whitespace, except a single space after a command word (\cot x, \pi r).

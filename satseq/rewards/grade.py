@@ -81,6 +81,7 @@ def timeout_count() -> int:
 _CHOICE_RE = re.compile(r"\(?([A-E])[).:]?")
 _CHOICE_PREFIX_RE = re.compile(r"\(([A-E])\)")
 _WORD_RE = re.compile(r"[A-Za-z]{2,}(?: [A-Za-z]+)*")
+_VAR_RE = re.compile(r"\s*[A-Za-z]\s*=?\s*")
 _PLAIN_INT_RE = re.compile(r"\s*[-+]?\d{1,40}\s*")
 _normalize = lru_cache(maxsize=65536)(normalize_answer)
 _PERCENT_RE = re.compile(r"%|\bpercent\b", re.IGNORECASE)
@@ -183,7 +184,8 @@ def is_equivalent(pred: str | None, gold: str | None, timeout: float | None = No
     if "\\approx" in gold or "\\approx" in pred:
         # "\\frac23 \\approx 0.67": the reference accepts each of its forms; an answer is its first
         golds = [part for part in gold.split("\\approx") if part.strip()] or [gold]
-        first = pred.split("\\approx")[0] if pred.split("\\approx")[0].strip() else pred
+        forms = [part for part in pred.split("\\approx") if part.strip() and not _VAR_RE.fullmatch(part)]
+        first = forms[0] if forms else pred  # "x \\approx 3.14": the variable is not a form
         return any(_equivalent(first, g, timeout) for g in golds)
     return _equivalent(pred, gold, timeout)
 

@@ -112,6 +112,11 @@ CASES = [
     ("approx", "\\$\\dfrac23 \\approx \\$0.67", [("0.67", T), ("\\frac{2}{3}", T), ("\\$0.67", T), ("0.66", F),
                                                   ("0.6", F), ("\\frac23 \\approx 0.67", T)]),
     ("units", "12\\pi", [("12 \\pi \\text{ cm}^2", T), ("37.7", F), ("12\\pi^2", F)]),
+    ("set-list", "1,-2", [("x=1, x=-2", T), ("x = 1 \\text{ or } x = -2", T), ("1 \\text{ and } -2", T),
+                          ("x=1 \\text{ or } x=2", F)]),
+    ("units", "60", [("60 km/h", T), ("60\\text{ m/s}", T), ("6", F), ("60 \\text{ mph}", T)]),
+    ("approx", "3.14", [("x \\approx 3.14", T), ("\\pi \\approx 3.14", T), ("x \\approx 3.1", F)]),
+    ("interval", "(2,\\infty)", [("(2, infinity)", T)]),
     ("hedged", "3", [("3 \\text{ or } 4", F), ("3, 4", F), ("\\pm 3", F), ("3 \\text{ and } -3", F)]),
     # whole responses: nested and truncated boxes
     ("nested-box:response", "3", [("so $\\boxed{\\frac{7}{\\boxed{3}}}$", F), ("$\\boxed{\\boxed{3}}$", T),
