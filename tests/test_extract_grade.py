@@ -15,6 +15,7 @@ from satseq.rewards import grade
 from satseq.rewards.extract import (
     extract_answer,
     extract_boxed,
+    has_truncated_box,
     last_number,
     normalize_answer,
     parse_gsm8k_answer,
@@ -178,6 +179,16 @@ def test_extract_answer_table(text, expected):
     assert extract_answer(text) == expected
 
 
+def test_truncated_box_has_no_answer_and_no_fallback():
+    for text in ["The answer is 42. So \\boxed{42", "#### 42\nso \\boxed{4", "\\boxed{41} then \\boxed{42"]:
+        assert extract_answer(text) is None
+        assert extract_answer(text, last_number_fallback=True) is None
+        assert extract_answer(text, mode="phrase") is None
+        assert correctness_reward(text, "42") == 0.0
+    assert has_truncated_box("\\boxed{1") and not has_truncated_box("\\boxed{1}") and not has_truncated_box(None)
+    assert extract_answer("The answer is 42.") == "42"  # with no box at all the phrase still counts
+
+
 def test_extract_boxed_only_boxes():
     assert extract_boxed("The answer is 5") is None
     assert extract_boxed("\\boxed{a}\\boxed{b}") == "b"
@@ -227,6 +238,17 @@ NORMALIZE_TABLE = [
     ("$\\boxed{10}$", "10"),
     ("10.", "10"),
     ("12 \\text{ cm}^2", "12"),
+    ("\\frac{7}{\\boxed{3}}", "\\frac{7}{3}"),  # a nested box is part of its parent
+    ("\\boxed{\\boxed{3}^{2}}", "3^{2}"),
+    ("2 1/3", "2\\frac{1}{3}"),  # a mixed number, not 21/3
+    ("x=1, x=-2", "1,-2"),
+    ("x = 1 \\text{ or } x = 2", "1,2"),
+    ("60 km/h", "60"),
+    ("12 \\pi \\text{ cm}^2", "12\\pi"),
+    ("50 percent", "50"),
+    ("\u2212\u03c0/6", "-\\pi /6"),
+    ("sqrt(3)/2", "\\sqrt{3}/2"),
+    ("(2, infinity)", "(2,\\infty)"),
     (None, ""),
 ]
 

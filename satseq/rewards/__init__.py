@@ -6,7 +6,15 @@ from satseq.rewards.extract import (
     normalize_answer,
     parse_gsm8k_answer,
 )
-from satseq.rewards.grade import MAX_ANSWER_CHARS, correctness_reward, is_equivalent, load_custom_reward
+from satseq.rewards.grade import (
+    MAX_ANSWER_CHARS,
+    correctness_reward,
+    grading_timeout,
+    is_equivalent,
+    load_custom_reward,
+    set_grading_timeout,
+    timeout_count,
+)
 
 __all__ = [
     "extract_answer",
@@ -18,4 +26,7 @@ __all__ = [
     "correctness_reward",
     "is_equivalent",
     "load_custom_reward",
+    "set_grading_timeout",
+    "grading_timeout",
+    "timeout_count",
 ]
