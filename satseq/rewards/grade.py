@@ -81,6 +81,7 @@ def timeout_count() -> int:
 _CHOICE_RE = re.compile(r"\(?([A-E])[).:]?")
 _CHOICE_PREFIX_RE = re.compile(r"\(([A-E])\)")
 _WORD_RE = re.compile(r"[A-Za-z]{2,}(?: [A-Za-z]+)*")
+_BASE_RE = re.compile(r"([0-9A-Fa-f]+)_\{?(\d{1,2})\}?")
 _VAR_RE = re.compile(r"\s*[A-Za-z]\s*=?\s*")
 _PLAIN_INT_RE = re.compile(r"\s*[-+]?\d{1,40}\s*")
 _normalize = lru_cache(maxsize=65536)(normalize_answer)
@@ -96,6 +97,19 @@ def _choice_letter(s: str) -> str | None:
 def _readings(s: str, pct: bool, other_pct: bool) -> tuple:
     n = parse_number(s)
     return tuple(percent_candidates(n, pct, other_pct)) if n is not None else ()
+
+
+def _base_verdict(pred: str, gold: str) -> bool | None:
+    """A numeral in a base (``52_8``, ``4210_{5}``): the digits must match, and the bases when both
+    sides write one (``52_9`` is not ``52_8``; ``52`` for ``52_8`` is right). None if neither side is one."""
+    pm, gm = _BASE_RE.fullmatch(pred), _BASE_RE.fullmatch(gold)
+    if pm is None and gm is None:
+        return None
+    p_digits, p_base = (pm.group(1), pm.group(2)) if pm else (pred, None)
+    g_digits, g_base = (gm.group(1), gm.group(2)) if gm else (gold, None)
+    if p_base is not None and g_base is not None and int(p_base) != int(g_base):
+        return False
+    return p_digits.upper() == g_digits.upper() and bool(re.fullmatch(r"[0-9A-Za-z]+", p_digits))
 
 
 @lru_cache(maxsize=65536)
@@ -114,6 +128,9 @@ def _fast_verdict(pred: str, gold: str, pred_pct: bool, gold_pct: bool) -> bool 
         return p_letter == letter
     if pred.lower() == gold.lower() and _WORD_RE.fullmatch(gold):
         return True  # text answers: "East" == "\\text{east}" (unequal words go on to math-verify)
+    base = _base_verdict(pred, gold)
+    if base is not None:
+        return base
     if refusal(pred) or refusal(gold):
         return False
     ps, gs = _readings(pred, pred_pct, gold_pct), _readings(gold, gold_pct, pred_pct)

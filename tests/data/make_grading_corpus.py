@@ -117,6 +117,8 @@ CASES = [
     ("units", "60", [("60 km/h", T), ("60\\text{ m/s}", T), ("6", F), ("60 \\text{ mph}", T)]),
     ("approx", "3.14", [("x \\approx 3.14", T), ("\\pi \\approx 3.14", T), ("x \\approx 3.1", F)]),
     ("interval", "(2,\\infty)", [("(2, infinity)", T)]),
+    ("base", "52_8", [("52_8", T), ("52_{8}", T), ("52", T), ("52_9", F), ("53_8", F), ("42", F)]),
+    ("base", "4210_{5}", [("4210_5", T), ("4210", T), ("4210_{6}", F), ("555", F)]),
     ("hedged", "3", [("3 \\text{ or } 4", F), ("3, 4", F), ("\\pm 3", F), ("3 \\text{ and } -3", F)]),
     # whole responses: nested and truncated boxes
     ("nested-box:response", "3", [("so $\\boxed{\\frac{7}{\\boxed{3}}}$", F), ("$\\boxed{\\boxed{3}}$", T),
