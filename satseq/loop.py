@@ -1,6 +1,7 @@
 """The training loop, for every method, on one screen.
 
     dataset ─▶ workflow.rollout ─▶ episodes ─▶ rewards ─▶ updater.update ─▶ metrics / checkpoints
+               └──────── method.collect (one draw; GRPO's dynamic sampling draws again) ────┘
 
 Nothing here names a method: ``cfg.method`` is looked up in the registry
 (:mod:`satseq.registry`) and the :class:`~satseq.methods.base.Method` supplies the agents,
@@ -112,14 +113,18 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
                       config=dump_config(cfg), resume_step=start)
     last, hook_state = cfg.trainer.num_stages - 1, {}
+
+    def draw(n: int):  # n more prompts, rolled out and rewarded (method.collect may draw again)
+        problems = [rt.train[i] for i in sampler.next_batch(n)]
+        eps = workflow.rollout(problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
+        return eps, method.assign_rewards(cfg, eps, run.rewards) or {}
+
     with tracker, progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
                                enabled=cfg.trainer.progress) as bar:
         bar.advance(start)
         for stage in range(start, cfg.trainer.num_stages):
             t0, timeouts0 = time.perf_counter(), timeout_count()
-            problems = [rt.train[i] for i in sampler.next_batch(cfg.trainer.train_batch_size)]
-            episodes = workflow.rollout(problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
-            reward_metrics = method.assign_rewards(cfg, episodes, run.rewards) or {}
+            episodes, reward_metrics = method.collect(cfg, draw, cfg.trainer.train_batch_size)
             _fault_injection(stage)
             t_rollout = time.perf_counter() - t0
             metrics = {**rollout_metrics(episodes, run.roles), **reward_metrics, **method.rollout_metrics(cfg, episodes)}

@@ -32,7 +32,7 @@ def test_unknown_names_are_config_errors():
     from satseq.registry import discover
 
     discover()
-    with pytest.raises(ConfigError, match=r"unknown advantage estimator 'nope' \(known: dr_grpo, grpo, seqaware\)"):
+    with pytest.raises(ConfigError, match=r"unknown advantage estimator 'nope' \(known: dr_grpo, grpo, reinforce_pp, rloo, seqaware\)"):
         get_adv("nope")
     with pytest.raises(ConfigError, match=r"unknown policy loss 'x' \(known: .*ppo"):
         get_loss("x")
@@ -63,10 +63,10 @@ def _fresh_import_checks(monkeypatch, satseq):
     importlib.import_module("satseq.algos")
     assert not [n for n in sys.modules if n.startswith("satseq.methods")]
     reg = sys.modules["satseq.algos.registry"]
-    assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo"] and sorted(reg.POLICY_LOSSES) == ["gspo", "ppo"]
+    assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo", "reinforce_pp", "rloo"] and sorted(reg.POLICY_LOSSES) == ["gspo", "ppo"]
     assert reg.ADV_ESTIMATORS["grpo"] is not grpo_advantages  # really a fresh import
     importlib.import_module("satseq.registry").discover()
-    assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo", "seqaware"]
+    assert sorted(reg.ADV_ESTIMATORS) == ["dr_grpo", "grpo", "reinforce_pp", "rloo", "seqaware"]
     assert sorted(reg.POLICY_LOSSES) == ["apo", "gspo", "ppo", "sat_seq"]
     assert reg.loss_names("clipped_pg") == ["gspo", "ppo", "sat_seq"] and reg.loss_names("regression") == ["apo"]
 

@@ -1,13 +1,14 @@
 """Advantage estimators, KL estimators and policy losses as pure tensor functions.
 
 Importing this package fills :data:`ADV_ESTIMATORS` and :data:`POLICY_LOSSES` with the generic
-entries (``grpo``, ``dr_grpo``, ``ppo``, ``gspo``). Method-specific formulas register themselves
+entries (``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``ppo``, ``gspo``); DAPO's reward
+shaping and group filter are plain functions in :mod:`satseq.algos.shaping`. Method-specific formulas register themselves
 from their method's package (``satseq.methods.sat_seq``: ``seqaware``, ``sat_seq``;
 ``satseq.methods.apo``: ``apo``); this package never imports a method.
 """
 from __future__ import annotations
 
-import satseq.algos.advantages  # noqa: F401  (registers grpo, dr_grpo)
+import satseq.algos.advantages  # noqa: F401  (registers grpo, dr_grpo, rloo, reinforce_pp)
 import satseq.algos.kl  # noqa: F401
 import satseq.algos.losses  # noqa: F401  (registers ppo, gspo)
 from satseq.algos.registry import (

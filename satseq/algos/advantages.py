@@ -10,6 +10,23 @@ with ``std_g`` the *unbiased* (Bessel-corrected, ``torch.std``) standard deviati
 ``R_i / (1 + eps)``; with one sample there is no baseline, so no signal is the honest value), and
 so does a group whose rewards are all equal (exactly 0, not a rounding residue divided by eps).
 
+RLOO (Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style Optimization for Learning
+from Human Feedback in LLMs", arXiv 2402.14740; Kool et al. 2019), leave-one-out baseline::
+
+    A_i = R_i - (1 / (n_g - 1)) sum_{j in g, j != i} R_j  =  n_g / (n_g - 1) * (R_i - mean_g R)
+
+REINFORCE++-baseline (Hu et al. 2025, "REINFORCE++: An Efficient RLHF Algorithm with Robustness to
+Both Prompt and Reward Models", arXiv 2501.03262; OpenRLHF ``reinforce_baseline``): the group mean
+is subtracted, then the advantages are normalised over the *whole batch* (global batch
+normalisation, not per group)::
+
+    a_i = R_i - mean_g R;     A_i = (a_i - mean_B a) / (std_B a + eps)
+
+``std_B`` is the unbiased std over the N responses of the batch, each response counted once
+(OpenRLHF whitens over tokens, so a long response weighs more there; with outcome rewards the two
+differ only in those weights). ``baseline=False`` gives plain REINFORCE++ on outcome rewards
+(no KL in the reward): ``A_i = (R_i - mean_B R) / (std_B R + eps)``.
+
 :func:`group_stats` and :func:`group_normalize` are the shared grouped-statistics helpers (also
 used by the SAT-Seq turn-level estimator).
 """
@@ -95,3 +112,23 @@ def grpo_advantages(rewards: Tensor, group_ids: Tensor, norm_by_std: bool = True
 def dr_grpo_advantages(rewards: Tensor, group_ids: Tensor, eps: float = 1e-6) -> Tensor:
     """Dr. GRPO outcome advantage ``R_i - mean_g R`` (no std division)."""
     return group_normalize(_as_float(rewards), group_ids, norm_by_std=False, eps=eps)
+
+
+@register_adv("rloo")
+def rloo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
+    """RLOO outcome advantage ``R_i - mean_{j != i in g} R_j`` (0 for groups of one or of equal rewards)."""
+    r = _as_float(rewards)
+    centred = group_normalize(r, group_ids, norm_by_std=False)
+    _, _, cnt = group_stats(r, group_ids)
+    return centred * cnt / (cnt - 1).clamp(min=1)
+
+
+@register_adv("reinforce_pp")
+def reinforce_pp_advantages(rewards: Tensor, group_ids: Tensor, baseline: bool = True, eps: float = 1e-6) -> Tensor:
+    """REINFORCE++(-baseline) outcome advantage: group-mean baseline (if ``baseline``), then batch
+    whitening ``(a - mean_B a) / (std_B a + eps)``; all zeros when the batch has no spread."""
+    r = _as_float(rewards)
+    a = group_normalize(r, group_ids, norm_by_std=False) if baseline else r
+    if a.numel() < 2 or bool((a == a[0]).all()):
+        return torch.zeros_like(a)
+    return (a - a.mean()) / (a.std() + eps)

@@ -14,8 +14,8 @@ with :func:`get_adv` / :func:`get_loss`; an unknown name is a one-line
 :class:`~satseq.errors.ConfigError` that lists the known names. A loss has a kind:
 ``clipped_pg`` (the one signature of :mod:`satseq.algos.losses`) or ``regression`` (A*-PO's).
 
-Importing :mod:`satseq.algos` (the package, which re-exports the lookups) registers the generic entries (``grpo``, ``dr_grpo``, ``ppo``,
-``gspo``); a method registers its own formulas in its own package (SAT-Seq's ``seqaware`` and
+Importing :mod:`satseq.algos` (the package, which re-exports the lookups) registers the generic entries (``grpo``, ``dr_grpo``, ``rloo``,
+``reinforce_pp``, ``ppo``, ``gspo``); a method registers its own formulas in its own package (SAT-Seq's ``seqaware`` and
 ``sat_seq``, A*-PO's ``apo``) when it is imported, so this layer never imports a method.
 """
 from __future__ import annotations

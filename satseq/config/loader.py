@@ -167,8 +167,13 @@ def _apply_override(data: dict, item: str) -> str:
         elif isinstance(node, dict):
             k = part
             if not last and (k not in node or node[k] is None):
+                # a list starts from its default items (sat_seq.agents.0.path=...); a section starts
+                # empty, so that its other keys stay unset and method defaults / presets still apply
                 default = _default_at(parts[: i + 1])
-                node[k] = copy.deepcopy(default) if isinstance(default, (dict, list)) else {}
+                if default is not _MISSING and default is not None and not isinstance(default, (dict, list)):
+                    raise ConfigError(f"config override {item!r}: {key.rsplit('.', len(parts) - i - 1)[0]!r} "
+                                      f"is a single value, it has no key {parts[i + 1]!r}")
+                node[k] = copy.deepcopy(default) if isinstance(default, list) else {}
         else:
             raise ConfigError(f"config override {item!r}: {parent!r} is a single value, it has no key {part!r}")
         if last:
@@ -328,14 +333,15 @@ def split_config_args(args: list[str]) -> tuple[str | None, list[str]]:
 
 def finalize(cfg: TrainConfig) -> TrainConfig:
     """The method's part of loading: ``method`` must be registered; the method's defaults fill the
-    keys the user left unset (``run_name``; e.g. ``rollout.max_new_tokens`` for MLMT); the method
+    keys the user left unset (``run_name``; e.g. ``rollout.max_new_tokens`` for MLMT, the keys of
+    GRPO's baseline preset ``grpo.loss``: :meth:`~satseq.methods.base.Method.defaults`); the method
     checks its settings (:meth:`satseq.methods.base.Method.validate`). Idempotent."""
     from satseq.registry import get_method
 
     method = get_method(cfg.method)
     if "run_name" not in cfg.model_fields_set:
         cfg.__dict__["run_name"] = method.default_run_name  # plain set: stays "unset" for a reload
-    for key, value in method.config_defaults.items():
+    for key, value in method.defaults(cfg).items():
         *parents, leaf = key.split(".")
         node = cfg
         for p in parents:

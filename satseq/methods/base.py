@@ -57,6 +57,7 @@ class Method:
     owns_workflow: bool = False            # a single model evaluated in `workflow` stands for this method
     metric_markers: tuple[str, ...] = ()   # regexes of metric names only it logs (plot a run without run_info.json)
     config_defaults: dict[str, Any] = {}   # dotted config keys set when the user leaves them unset
+    grpo_presets: bool = False             # reads grpo.loss (baseline presets), grpo.dynamic_sampling, grpo.overlong_buffer
     supports_custom_reward: bool = True    # reward.custom / reward.controller replace correctness
 
     # ------------------------------------------------------------------ config
@@ -64,12 +65,23 @@ class Method:
     def default_run_name(self) -> str:
         return self.name
 
+    def defaults(self, cfg) -> dict[str, Any]:
+        """Dotted config keys -> values set when the user leaves them unset (may depend on ``cfg``,
+        e.g. GRPO's baseline preset ``grpo.loss``); default :attr:`config_defaults`."""
+        return self.config_defaults
+
     def validate(self, cfg) -> None:
         """Check the method's settings when the config loads (one-line ConfigError naming the key)."""
         from satseq.algos import check_name
+        from satseq.errors import ConfigError
 
         check_name("grpo.adv_estimator", cfg.grpo.adv_estimator, kind="adv")
         check_name("grpo.policy_loss", cfg.grpo.policy_loss, kind="clipped_pg")
+        if not self.grpo_presets:
+            g = cfg.grpo
+            for key, off in (("loss", "grpo"), ("dynamic_sampling", False), ("overlong_buffer", 0)):
+                if getattr(g, key) != off:
+                    raise ConfigError(f"config key 'grpo.{key}': only method=grpo reads it (method={cfg.method})")
 
     # ------------------------------------------------------------------ agents and workflow
     def agents(self, cfg) -> AgentSpec:
@@ -115,6 +127,13 @@ class Method:
 
     def build_updater(self, cfg, rt, generator: torch.Generator, prepared: dict):
         raise NotImplementedError(f"method {self.name!r} does not define build_updater")
+
+    def collect(self, cfg, draw: Callable[[int], tuple[list[Episode], dict]], batch_size: int
+                ) -> tuple[list[Episode], dict]:
+        """The stage's rewarded episodes and reward metrics; ``draw(n)`` samples ``n`` more prompts,
+        rolls them out and assigns rewards (:meth:`assign_rewards`). Default: one draw of
+        ``batch_size`` (GRPO overrides it for DAPO's dynamic sampling)."""
+        return draw(batch_size)
 
     def assign_rewards(self, cfg, episodes: list[Episode], ctx: RewardContext) -> dict:
         """Set every turn's ``reward`` (and ``correct``); returns reward metrics to log."""

@@ -4,8 +4,12 @@ Given turns with one advantage each (every token carries it), for ``epochs`` pas
 mini-batches: the policy loss named by ``loss`` (``grpo.policy_loss``; default ``ppo``, the
 per-token clipped surrogate ``min(r A, clip(r, 1−ε_low, 1+ε_high) A)``; ``gspo`` the sequence
 ratio) aggregated by ``agg_mode`` (verl's ``agg_loss``), with ``kl_coef · k3(π_θ, π_ref)`` passed
-to the loss as its KL term when ``kl_coef > 0``. ``old`` log-probs are recomputed once before the
-first step (the engine's behaviour log-probs are only a cross-check).
+to the loss as its KL term when ``kl_coef > 0``. With ``seq-mean-token-sum-norm`` (Dr. GRPO, arXiv
+2503.20783) each sequence's token sum is divided by the constant ``norm_tokens`` (the generation
+budget ``rollout.max_new_tokens``) and averaged over a full mini-batch: ``norm_const =
+norm_tokens · min(mini_batch_size, len(batch))``, the same for every mini-batch. ``old``
+log-probs are recomputed once before the first step (the engine's behaviour log-probs are only a
+cross-check).
 """
 from __future__ import annotations
 
@@ -30,13 +34,15 @@ class PGSettings:
     grad_clip: float = 1.0
     temperature: float = 1.0
     loss: str = "ppo"
+    norm_tokens: int | None = None  # seq-mean-token-sum-norm: the per-sequence constant (None = batch width)
 
     @classmethod
     def from_grpo(cls, cfg) -> "PGSettings":
         g = cfg.grpo
         return cls(epochs=g.ppo_epochs, mini_batch_size=g.mini_batch_size, clip_low=g.epsilon_low,
                    clip_high=g.epsilon_high, agg_mode=g.loss_agg_mode, kl_coef=g.kl_coef,
-                   grad_clip=cfg.trainer.grad_clip, temperature=policy_temperature(cfg), loss=g.policy_loss)
+                   grad_clip=cfg.trainer.grad_clip, temperature=policy_temperature(cfg), loss=g.policy_loss,
+                   norm_tokens=cfg.rollout.max_new_tokens)
 
 
 def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnBatch, s: PGSettings, *,
@@ -54,6 +60,9 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
         ref_lp = reference_logprobs(pool, reference or agent, batch, temperature=s.temperature, device=device)
         model = pool.module(agent)
     losses, clipfracs, kls = [], [], []
+    extra = {}
+    if s.agg_mode == "seq-mean-token-sum-norm" and s.norm_tokens:
+        extra["norm_const"] = float(s.norm_tokens * min(s.mini_batch_size, len(batch)))
     with training_mode(model):
         for idx, mb in minibatches(batch, s.epochs, s.mini_batch_size, generator):
             lp, m = batch_logprobs(model, mb, pad_id, temperature=s.temperature, device=device, grad=True,
@@ -61,7 +70,7 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
             w = lp.shape[1]
             kl = kl_penalty(lp, ref_lp[idx][:, :w], "k3") if ref_lp is not None else None
             loss, lm = loss_fn(lp, old_lp[idx][:, :w], mb.advantages.to(lp.device), m, clip_low=s.clip_low,
-                               clip_high=s.clip_high, agg_mode=s.agg_mode, kl=kl, beta=s.kl_coef)
+                               clip_high=s.clip_high, agg_mode=s.agg_mode, kl=kl, beta=s.kl_coef, **extra)
             if kl is not None:
                 kls.append(lm["kl"])
             losses.append(optimizer_step(opt, loss, pool.parameters(agent), s.grad_clip))

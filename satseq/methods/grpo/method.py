@@ -1,8 +1,15 @@
 """``method=grpo``: one policy, the ``single`` workflow, group-normalised outcome advantages, the
 clipped policy-gradient update (:mod:`satseq.methods.grpo.updater`). Every default of
-:class:`~satseq.methods.base.Method` is GRPO's."""
+:class:`~satseq.methods.base.Method` is GRPO's.
+
+``grpo.loss`` names a baseline preset (:mod:`satseq.methods.grpo.presets`: grpo, dr_grpo, dapo,
+gspo, rloo, reinforce_pp) that fills the ``grpo`` keys left unset; DAPO's two rollout-side parts
+live here: the soft overlong penalty added in :meth:`GRPO.assign_rewards`
+(``grpo.overlong_buffer``) and dynamic sampling in :meth:`GRPO.collect`
+(``grpo.dynamic_sampling``, :mod:`satseq.methods.grpo.dynamic_sampling`)."""
 from __future__ import annotations
 
+from satseq.errors import ConfigError
 from satseq.methods.base import Method
 from satseq.registry import register_method
 
@@ -12,6 +19,42 @@ class GRPO(Method):
     name = "grpo"
     title = "GRPO"
     owns_workflow = True
+    grpo_presets = True
+
+    def defaults(self, cfg) -> dict:
+        from satseq.methods.grpo.presets import preset_settings
+
+        return {**self.config_defaults, **preset_settings(cfg)}
+
+    def validate(self, cfg) -> None:
+        super().validate(cfg)
+        if cfg.grpo.overlong_buffer > cfg.rollout.max_new_tokens:
+            raise ConfigError(f"config key 'grpo.overlong_buffer': {cfg.grpo.overlong_buffer} exceeds "
+                              f"rollout.max_new_tokens ({cfg.rollout.max_new_tokens})")
+
+    def assign_rewards(self, cfg, episodes, ctx) -> dict:
+        metrics = super().assign_rewards(cfg, episodes, ctx) or {}
+        if cfg.grpo.overlong_buffer > 0:
+            import torch
+
+            from satseq.algos.shaping import overlong_penalty
+            from satseq.methods.grpo.dynamic_sampling import TASK_REWARD
+
+            turns = [ep.turns[-1] for ep in episodes]
+            pen = overlong_penalty(torch.tensor([len(t.response_ids) for t in turns]),
+                                   cfg.rollout.max_new_tokens, cfg.grpo.overlong_buffer).tolist()
+            for t, p in zip(turns, pen):
+                t.info[TASK_REWARD] = t.reward
+                t.reward += p
+            metrics["reward/overlong_penalty"] = sum(pen) / max(1, len(pen))
+        return metrics
+
+    def collect(self, cfg, draw, batch_size):
+        if not cfg.grpo.dynamic_sampling:
+            return draw(batch_size)
+        from satseq.methods.grpo.dynamic_sampling import dynamic_sample
+
+        return dynamic_sample(draw, batch_size, cfg.grpo.max_resample_rounds)
 
     def build_updater(self, cfg, rt, generator, prepared):
         from satseq.methods.grpo.updater import GRPOUpdater

@@ -4,8 +4,10 @@
 ``grpo.adv_estimator`` from the registry), then the policy loss ``grpo.policy_loss`` (default
 ``ppo``: the per-token clipped surrogate ``min(r A, clip(r, 1−ε_low, 1+ε_high) A)``; ``gspo``: the
 sequence ratio) aggregated by ``grpo.loss_agg_mode`` (verl's ``agg_loss``), plus
-``β · k3(π_θ, π_ref)`` when ``grpo.kl_coef > 0``. Dr. GRPO and DAPO's clip-higher / token-mean
-are the same function with other settings.
+``β · k3(π_θ, π_ref)`` when ``grpo.kl_coef > 0``. Dr. GRPO, DAPO (clip-higher, token-mean), GSPO,
+RLOO and REINFORCE++ are the same update with other settings: ``grpo.loss=<preset>``
+(:mod:`satseq.methods.grpo.presets`); DAPO's overlong penalty and dynamic sampling act before it
+(:mod:`satseq.methods.grpo.method`).
 """
 from __future__ import annotations
 
