@@ -269,3 +269,15 @@ def _grade_breakers(texts):
         assert reward in (0.0, 1.0) and same in (True, False, None), text[:60]
         slowest = max(slowest, elapsed)
     assert slowest < 2 * TIMEOUT + 1.0  # two gradings per response, each within its timeout
+
+
+def test_constants_compare_exactly_not_at_six_digits():
+    from satseq.rewards.mv_engine import _constants_equal, compare
+
+    assert not _constants_equal((Fraction(1, 2**99), True), (Fraction(1, 2**98), True))
+    assert _constants_equal((Fraction(1, 2**98), True), (Fraction(2, 2**99), True))
+    root2 = Fraction("1.4142135623730950488016887242096980785696718753769")  # 50 digits
+    assert _constants_equal((root2, False), (root2 + Fraction(1, 10**49), False))
+    assert not _constants_equal((root2, False), (root2 + Fraction(1, 10**30), False))
+    assert compare("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}") is False  # math-verify alone says True
+    assert compare("\\sqrt{3+2\\sqrt{2}}", "1+\\sqrt{2}") is True

@@ -326,7 +326,7 @@ def normalize_answer(s: str | None) -> str:
         if new == s:
             break
         s = new
-    s = re.sub(r"(?<=\S)\s+(?:or|and)\s+(?=\S)", ",", s)  # "1 \text{ or } 2" lists like "1, 2"
+    s = re.sub(r"(?<=\S)\s*,?\s+(?:or|and)\s+(?=\S)", ",", s)  # "1 \text{ or } 2" lists like "1, 2"
     s = re.sub(r"(?<![A-Za-z\\])infinity(?![A-Za-z])", r"\\infty", s)
     s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])\s*", "", s)
     s = re.sub(r"\\[,!;:](?![A-Za-z])", "", s)

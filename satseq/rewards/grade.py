@@ -81,7 +81,7 @@ def timeout_count() -> int:
 _CHOICE_RE = re.compile(r"\(?([A-E])[).:]?")
 _CHOICE_PREFIX_RE = re.compile(r"\(([A-E])\)")
 _WORD_RE = re.compile(r"[A-Za-z]{2,}(?: [A-Za-z]+)*")
-_BASE_RE = re.compile(r"([0-9A-Fa-f]+)_\{?(\d{1,2})\}?")
+_BASE_RE = re.compile(r"(-?[0-9A-Fa-f]+)_\{?(\d{1,2})\}?")
 _VAR_RE = re.compile(r"\s*[A-Za-z]\s*=?\s*")
 _PLAIN_INT_RE = re.compile(r"\s*[-+]?\d{1,40}\s*")
 _normalize = lru_cache(maxsize=65536)(normalize_answer)
@@ -109,7 +109,7 @@ def _base_verdict(pred: str, gold: str) -> bool | None:
     g_digits, g_base = (gm.group(1), gm.group(2)) if gm else (gold, None)
     if p_base is not None and g_base is not None and int(p_base) != int(g_base):
         return False
-    return p_digits.upper() == g_digits.upper() and bool(re.fullmatch(r"[0-9A-Za-z]+", p_digits))
+    return p_digits.upper() == g_digits.upper() and bool(re.fullmatch(r"-?[0-9A-Za-z]+", p_digits))
 
 
 @lru_cache(maxsize=65536)

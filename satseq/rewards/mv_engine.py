@@ -7,8 +7,9 @@ has a timeout of its own: the caller kills the worker process on expiry.
 require), each side wrapped in ``\\boxed{}`` and parsed with LaTeX extraction only (no
 ``ExprExtractionConfig``, so no plain text reaches sympy's ``parse_expr``), with the exact-number
 rules of :mod:`satseq.rewards.numbers` put around it: when exactly one side is a plain number and
-the other parses to a constant expression, the two are compared as numbers by those rules instead
-of math-verify's 6-digit float rounding (``0.7071068`` is not ``\\frac{\\sqrt{2}}{2}``; ``\\sqrt{5}``
+the other parses to a constant expression, the two are compared as numbers by those rules; when
+both sides are real constant expressions, exactly (rationals) or to 40 digits, instead of
+math-verify's 6-digit float rounding (``0.7071068`` is not ``\\frac{\\sqrt{2}}{2}``; ``\\sqrt{5}``
 is ``2.24`` when the reference is that decimal).
 """
 from __future__ import annotations
@@ -72,6 +73,15 @@ def _match_constant(nums: tuple, value: Fraction, exact: bool, num_is_gold: bool
     return False
 
 
+def _constants_equal(a: tuple[Fraction, bool], b: tuple[Fraction, bool]) -> bool:
+    """Two real constants: exactly when both are rational, else to 40 significant digits (not
+    math-verify's 6-digit rounding, under which ``\\frac{1}{2^{99}}`` equals ``\\frac{1}{2^{98}}``)."""
+    (av, a_exact), (bv, b_exact) = a, b
+    if a_exact and b_exact:
+        return av == bv
+    return abs(av - bv) <= max(abs(av), abs(bv)) * Fraction(1, 10**40)
+
+
 def compare(pred: str, gold: str, pred_nums: tuple = (), gold_nums: tuple = ()) -> bool:
     """Whether normalized ``pred`` equals normalized ``gold`` (module doc).
 
@@ -93,6 +103,11 @@ def compare(pred: str, gold: str, pred_nums: tuple = (), gold_nums: tuple = ()) 
                 if pred_nums:
                     return _match_constant(pred_nums, value, exact, num_is_gold=False)
                 return _match_constant(gold_nums, value, exact, num_is_gold=True)
+        if not pred_nums and not gold_nums:
+            gc = _constant(g[0])
+            pc = _constant(p[0]) if gc is not None else None
+            if gc is not None and pc is not None:
+                return _constants_equal(gc, pc)
         return bool(math_verify.verify(g, p, timeout_seconds=None))
     except Exception:  # noqa: BLE001 — unparsable means "not equal"
         return False

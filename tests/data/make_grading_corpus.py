@@ -119,6 +119,10 @@ CASES = [
     ("interval", "(2,\\infty)", [("(2, infinity)", T)]),
     ("base", "52_8", [("52_8", T), ("52_{8}", T), ("52", T), ("52_9", F), ("53_8", F), ("42", F)]),
     ("base", "4210_{5}", [("4210_5", T), ("4210", T), ("4210_{6}", F), ("555", F)]),
+    ("constant", "\\frac{1}{2^{98}}", [("\\frac{1}{2^{99}}", F), ("2^{-98}", T), ("\\left(\\frac12\\right)^{98}", T),
+                                       ("0", F), ("\\frac{2}{2^{99}}", T)]),
+    ("base", "-37_8", [("-37_8", T), ("-37_9", F), ("37_8", F)]),
+    ("set-list", "6, 8\\text{, and }10", [("6, 8, 10", T), ("6, 8 \\text{ and } 10", T), ("6, 8", F)]),
     ("hedged", "3", [("3 \\text{ or } 4", F), ("3, 4", F), ("\\pm 3", F), ("3 \\text{ and } -3", F)]),
     # whole responses: nested and truncated boxes
     ("nested-box:response", "3", [("so $\\boxed{\\frac{7}{\\boxed{3}}}$", F), ("$\\boxed{\\boxed{3}}$", T),
