@@ -36,6 +36,9 @@ for _name in ("math_verify.parser", "math_verify.grader", "math_verify.utils"):
     logging.getLogger(_name).addFilter(_FILTER)
 
 _CONFIG = [math_verify.LatexExtractionConfig(boxed_match_priority=0)]
+#: math-verify rounds numbers to this many decimals before comparing them (its default, 6, lets
+#: ``(0.3333333, 2)`` equal ``(\\frac13, 2)``).
+_FLOAT_DIGITS = 12
 
 
 def _parse(s: str) -> list:
@@ -108,7 +111,7 @@ def compare(pred: str, gold: str, pred_nums: tuple = (), gold_nums: tuple = ()) 
             pc = _constant(p[0]) if gc is not None else None
             if gc is not None and pc is not None:
                 return _constants_equal(gc, pc)
-        return bool(math_verify.verify(g, p, timeout_seconds=None))
+        return bool(math_verify.verify(g, p, float_rounding=_FLOAT_DIGITS, timeout_seconds=None))
     except Exception:  # noqa: BLE001 — unparsable means "not equal"
         return False
 
