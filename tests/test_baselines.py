@@ -165,6 +165,7 @@ def test_dynamic_sampling_truncates_stops_at_max_rounds_and_falls_back():
     draw, calls = _drawer([[[1, 1]], [[0, 0]]])
     eps, m = dynamic_sample(draw, batch_size=1, max_rounds=1)  # nothing informative: last round unfiltered
     assert calls == [1, 1] and [ep.problem.problem_id for ep in eps] == ["r2_0", "r2_0"]
+    assert m["rollout/kept_groups"] == 0 and m["rollout/filtered_groups"] == 2
 
 
 def test_dynamic_sampling_filters_on_the_task_reward_not_the_overlong_penalty():
@@ -172,7 +173,7 @@ def test_dynamic_sampling_filters_on_the_task_reward_not_the_overlong_penalty():
     eps[0].turns[0].info["task_reward"], eps[0].turns[0].reward = 1.0, 0.5  # penalised, same accuracy
     eps[1].turns[0].info["task_reward"] = 1.0
     out, m = dynamic_sample(lambda n: (eps, {}), batch_size=1, max_rounds=0)
-    assert m["rollout/filtered_groups"] == 1 and m["rollout/kept_groups"] == 1  # fallback keeps them
+    assert m["rollout/filtered_groups"] == 1 and m["rollout/kept_groups"] == 0 and out == eps  # fallback
 
 
 def test_grpo_assign_rewards_adds_the_overlong_penalty():
@@ -247,3 +248,33 @@ def test_unknown_preset_and_misuse_are_one_line_errors():
 def test_a_section_override_leaves_method_defaults_applicable():
     # an override in a section marks only that key as set (MLMT's 96-token default still applies)
     assert load_config(None, ["method=mlmt", "rollout.temperature=0.7"]).rollout.max_new_tokens == 96
+
+
+# ---------------------------------------------------------------- training each preset
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_preset_trains_on_the_tiny_model(name, tiny_dir, tmp_path):
+    """Two stages per preset, in process; a length-based custom reward gives every group some spread
+    (the random tiny model is never correct), so each update must move the weights."""
+    import json
+    import math
+
+    from safetensors.torch import load_file
+
+    from satseq.loop import train
+
+    cfg = load_config(None, [f"model.path={tiny_dir}", "model.lora.enabled=false", "method=grpo", f"grpo.loss={name}",
+                             "trainer.num_stages=2", "trainer.train_batch_size=2", "grpo.group_size=3",
+                             "grpo.mini_batch_size=3", "grpo.lr=1e-3", "rollout.max_new_tokens=6",
+                             "data.train_size=16", "data.eval_size=4", "threads=1", "trainer.tensorboard=false",
+                             "trainer.progress=false", f"output_dir={tmp_path}", "run_name=r"])
+    run = train(cfg, console=lambda *a, **k: None, reward_fn=lambda prompt, response, answer: float(len(response) % 3))
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(math.isfinite(r["policy/loss"]) for r in rows)
+    if name == "dapo":
+        assert all("rollout/filtered_groups" in r and "reward/overlong_penalty" in r for r in rows)
+    before, after = load_file(tiny_dir / "model.safetensors"), load_file(run / "policy_stage_2" / "model.safetensors")
+    common = [k for k in after if k in before and before[k].shape == after[k].shape]
+    assert common and any(not torch.equal(before[k], after[k]) for k in common)
+    assert all(torch.isfinite(after[k]).all() for k in common)

@@ -12,8 +12,10 @@ advantages make the policy-gradient term vanish).
 
 The filter reads each episode's *task* reward (correctness or ``reward.custom``, before DAPO's
 overlong penalty; kept in ``turn.info["task_reward"]``), as DAPO filters on accuracy.
-Logged: ``rollout/filtered_groups`` (groups dropped this stage), ``rollout/resample_rounds``,
-``rollout/kept_groups``.
+Logged: ``rollout/filtered_groups`` (uninformative groups dropped this stage),
+``rollout/resample_rounds`` (extra rounds drawn), ``rollout/kept_groups`` (informative groups
+trained on; 0 in the fallback). The reward metrics are averaged over every round; the loop's
+``policy/accuracy`` and ``policy/response_length`` describe the episodes trained on.
 """
 from __future__ import annotations
 
@@ -67,12 +69,10 @@ def dynamic_sample(draw: Callable[[int], tuple[list[Episode], dict]], batch_size
         if n_kept >= batch_size or rounds >= max_rounds:
             break
         rounds += 1
-    if n_kept == 0:
-        kept = last
-    else:
-        kept = [ep for ep in kept if ep.group < batch_size]
+    trained = min(n_kept, batch_size)  # informative groups trained on
+    kept = [ep for ep in kept if ep.group < batch_size] if n_kept else last
     out = {k: sum(r[k] for r in reward_rows if k in r) / sum(k in r for r in reward_rows)
            for k in {k for r in reward_rows for k in r}}
     out.update({"rollout/filtered_groups": float(n_dropped), "rollout/resample_rounds": float(rounds),
-                "rollout/kept_groups": float(len({ep.group for ep in kept}))})
+                "rollout/kept_groups": float(trained)})
     return kept, out
