@@ -74,6 +74,8 @@ EQUIVALENT = [
     ("\\pi", "\\pi"),
     ("10^{10^{10}}", "10^{10^{10}}"),
     ("x" * 1500, "x" * 1500),
+    ("52", "52_8"),
+    ("1A_{16}", "1a_{16}"),
 ]
 
 NOT_EQUIVALENT = [
@@ -84,6 +86,9 @@ NOT_EQUIVALENT = [
     ("0.333333", "\\frac{1}{3}"),  # an exact reference: no 6-digit rounding
     ("0.5\\%", "50\\%"),  # both percent: the numbers themselves must match
     ("\\frac{7}{\\boxed{3}}", "3"),  # a nested box never overrides its parent
+    ("52_9", "52_8"),  # a numeral in another base
+    ("a", "a_1"),  # a subscripted variable is not a base numeral
+    ("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}"),  # not equal at 6 digits: compared exactly
     ("B", "C"),
     ("(A)", "\\text{(B)}"),
     ("42", "B"),

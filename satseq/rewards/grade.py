@@ -99,10 +99,23 @@ def _readings(s: str, pct: bool, other_pct: bool) -> tuple:
     return tuple(percent_candidates(n, pct, other_pct)) if n is not None else ()
 
 
+def _base_numeral(s: str):
+    """The match of ``DIGITS_BASE`` when the digits are valid in that base (so ``a_1``, ``x_2``
+    and ``19_8`` are not numerals), else None."""
+    m = _BASE_RE.fullmatch(s)
+    if m is None or not 2 <= int(m.group(2)) <= 36:
+        return None
+    try:
+        int(m.group(1), int(m.group(2)))
+    except ValueError:
+        return None
+    return m
+
+
 def _base_verdict(pred: str, gold: str) -> bool | None:
     """A numeral in a base (``52_8``, ``4210_{5}``): the digits must match, and the bases when both
     sides write one (``52_9`` is not ``52_8``; ``52`` for ``52_8`` is right). None if neither side is one."""
-    pm, gm = _BASE_RE.fullmatch(pred), _BASE_RE.fullmatch(gold)
+    pm, gm = _base_numeral(pred), _base_numeral(gold)
     if pm is None and gm is None:
         return None
     p_digits, p_base = (pm.group(1), pm.group(2)) if pm else (pred, None)
