@@ -281,3 +281,34 @@ def test_constants_compare_exactly_not_at_six_digits():
     assert not _constants_equal((root2, False), (root2 + Fraction(1, 10**30), False))
     assert compare("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}") is False  # math-verify alone says True
     assert compare("\\sqrt{3+2\\sqrt{2}}", "1+\\sqrt{2}") is True
+
+
+# ----------------------------------------------------------------------------------------------
+# Properties (hypothesis)
+# ----------------------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_NUMBERISH = st.lists(st.sampled_from(list("0123456789-+./{}^_eE%") + ["\\frac{", "\\overline{", "\\times10^{", "\\cdot"]),
+                      max_size=30).map("".join)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.one_of(_NUMBERISH, st.text(max_size=60)))
+def test_number_parsing_and_guard_never_raise(s):
+    n = parse_number(s)
+    assert n is None or (isinstance(n.value, Fraction) and numbers_match(n, n))
+    assert refusal(s) in (None, "length", "nesting", "unbalanced", "explosive")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.fractions(max_denominator=10**6).filter(lambda v: abs(v) < 10**9), st.integers(0, 8))
+def test_rounding_a_value_gives_a_reference_it_matches(v, places):
+    scale = Fraction(10) ** places
+    n = int(abs(v) * scale + Fraction(1, 2))
+    ref = Fraction(n if v >= 0 else -n) / scale
+    assert rounds_to(v, ref, places)
+    gold = Num(ref, places)
+    assert numbers_match(Num(v, None), gold) is (v == ref or not terminates(v))
+    assert numbers_match(Num(ref + Fraction(1, 10 ** (places + 9)), places + 9), gold) is False
