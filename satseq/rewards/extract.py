@@ -292,14 +292,20 @@ def _fix_fracs(s: str) -> str:
 def normalize_answer(s: str | None) -> str:
     """A canonical string form of an answer, used for the fast string comparison.
 
-    Steps (in order): drop ``$``, ``\\(`` ``\\)``, ``\\[`` ``\\]``; unwrap a whole ``\\boxed{}``;
-    ``\\text{..}``/``\\mathrm{..}``/... -> content; drop ``\\left``/``\\right``, spacing macros
-    (``\\, \\! \\; \\:``) and ``{,}`` -> ``,``; ``\\dfrac``/``\\tfrac`` -> ``\\frac``; degrees
-    (``^\\circ``, ``^{\\circ}``, ``°``, ``\\degree``), ``\\%``/``%`` and ``\\$`` dropped; a trailing
-    unit word (``5 cm``, ``12 dollars``) dropped; a leading ``x =`` / ``x \\in`` dropped;
-    ``\\frac12`` -> ``\\frac{1}{2}``; whitespace removed except after a LaTeX command
-    (``\\cot x`` keeps its space); ``1,000`` -> ``1000`` only when the whole answer is a number;
-    a trailing ``.`` dropped. Returns ``""`` for None.
+    Steps (in order): unicode math (``−``, ``π``, ``√``, ``×``, ``∞``, ...) and plain-text ``sqrt(..)``
+    / ``pi`` to LaTeX; drop ``$``, ``\\(`` ``\\)``, ``\\[`` ``\\]``, ``\\displaystyle``, markdown
+    ``**``; every ``\\boxed{X}`` -> ``X`` (a whole-answer box, or one nested in the answer:
+    ``\\frac{7}{\\boxed{3}}`` -> ``\\frac{7}{3}``); "percent" -> ``%``; a trailing ``\\text{ words}``
+    unit dropped; ``\\text{..}``/``\\mathrm{..}``/... -> content; "or"/"and" between values -> ``,``;
+    ``infinity`` -> ``\\infty``; drop ``\\left``/``\\right``, spacing macros (``\\, \\! \\; \\:``,
+    ``\\ ``) and ``{,}`` -> ``,``; ``\\dfrac``/``\\tfrac`` -> ``\\frac``; degrees (``^\\circ``,
+    ``^{\\circ}``, ``°``, ``\\degree``), ``\\%``/``%`` and ``\\$`` dropped; a trailing unit word
+    (``5 cm``, ``12 dollars``, ``60 km/h``, ``14 triangles``) dropped; a leading ``x =`` / ``x \\in``
+    dropped, and ``x=1, x=2`` -> ``1,2``; ``\\frac12`` -> ``\\frac{1}{2}``; ``2 1/3`` ->
+    ``2\\frac{1}{3}`` (a mixed number); whitespace removed except after a LaTeX command (``\\cot x``
+    keeps its space); ``1,000`` -> ``1000`` only when the whole answer is a number; a trailing ``.``
+    dropped. Returns ``""`` for None. The percent sign's meaning is read by the grader from the raw
+    answer (:mod:`satseq.rewards.numbers`).
     """
     if s is None:
         return ""
