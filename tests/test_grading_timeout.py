@@ -173,12 +173,17 @@ def test_guarded_inputs_are_fast_and_false():
     ("1.2\\times10^{3}", Fraction(1200), -2),
     ("1.2\\cdot 10^{-3}", Fraction(12, 10000), 4),
     ("6e3", Fraction(6000), None),
+    ("0.\\overline{3}", Fraction(1, 3), None),
+    ("1.2\\overline{45}", Fraction(137, 110), None),
+    ("0.1666...", Fraction(1, 6), None),
+    ("0.142857142857\\ldots", Fraction(1, 7), None),
+    ("Twenty-five", Fraction(25), None),
 ])
 def test_parse_number(s, value, places):
     assert parse_number(s) == Num(value, places)
 
 
-@pytest.mark.parametrize("s", ["2\\frac{7}{3}", "1/0", "\\frac{1}{0}", "x", "1,2", "\\sqrt{2}", ""])
+@pytest.mark.parametrize("s", ["3.14159...", "2\\frac{7}{3}", "1/0", "\\frac{1}{0}", "x", "1,2", "\\sqrt{2}", ""])
 def test_not_plain_numbers(s):
     assert parse_number(s) is None
 

@@ -5,7 +5,8 @@ of these forms: an integer ``-12``; a decimal ``3.50`` / ``.5``; a fraction ``3/
 ``\\frac{3}{4}``, ``-\\frac{3}{4}``, ``\\frac{-3}{4}``; a mixed number ``1\\frac{4}{5}`` (= 9/5,
 only for a proper fraction, so ``2\\frac{7}{3}`` is left to math-verify, which reads a product);
 scientific notation ``1.2\\times10^{3}``, ``1.2\\cdot10^{-3}``, ``1.2e3``; a repeating decimal
-``0.\\overline{3}`` (= 1/3, exact); a number word up to a hundred (``twelve``, ``Twenty-five``).
+``0.\\overline{3}`` or ``0.333...`` (= 1/3, exact; an ellipsis counts only after a repeated block,
+so ``3.14159...`` is not a plain number); a number word up to a hundred (``twelve``, ``Twenty-five``).
 
 Rules (:func:`numbers_match`):
 
@@ -37,6 +38,7 @@ class Num(NamedTuple):
 
 _INT_RE = re.compile(r"[-+]?\d+")
 _DEC_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+)")
+_ELLIPSIS_RE = re.compile(r"([-+]?)(\d*)\.(\d{2,50})(?:\.\.\.|\\ldots|\\dots|\\cdots|\u2026)")
 _REPEAT_RE = re.compile(r"([-+]?)(\d*)\.(\d*)\\overline\{(\d{1,50})\}")
 _SLASH_RE = re.compile(r"([-+]?\d+)/([-+]?\d+)")
 _FRAC_RE = re.compile(r"([-+]?)\\frac\{([-+]?\d+)\}\{([-+]?\d+)\}")
@@ -71,6 +73,15 @@ def parse_number(s: str) -> Num | None:
         return Num(Fraction(int(s)), None)
     if _DEC_RE.fullmatch(s):
         return _decimal(s)
+    m = _ELLIPSIS_RE.fullmatch(s)
+    if m:  # 0.333... = 1/3, 0.1666... = 1/6, 0.142857142857... = 1/7: a repeating tail, else no number
+        frac = m.group(3)
+        for p in range(1, 7):
+            if len(frac) >= 2 * p and frac[-p:] == frac[-2 * p : -p]:
+                s = f"{m.group(1)}{m.group(2)}.{frac[: len(frac) - 2 * p]}\\overline{{{frac[-p:]}}}"
+                break
+        else:
+            return None
     m = _REPEAT_RE.fullmatch(s)
     if m:  # 0.\overline{3} = 1/3, 1.2\overline{45}
         sign, whole, fixed, rep = m.group(1), m.group(2) or "0", m.group(3), m.group(4)
