@@ -31,12 +31,15 @@ from satseq.data.arithmetic import boxed, column_chain, near_miss, render_prompt
 from satseq.data.sum_of_three import SumOfThreeTask, _draw, single_pass_solution
 
 STAGE1, STAGE2, COPY = "part:", "next:", "same:"
-#: warm-start behaviour weights at relay positions 1, 2, 3. The stage steps are practised, the one-shot
-#: single pass barely (1 transcript in 36): the regime this task is about, a model that can take the
-#: two-operand step well but the whole computation poorly (measured single-pass accuracy: docs/sat_seq.md)
-MIX = {1: {"stage1": 6, "single": 1, "hasty": 5},
-       2: {"stage2": 8, "hasty": 4},
-       3: {"stage2": 2, "copy": 6, "hasty": 4}}
+#: warm-start behaviour weights at relay positions 1, 2, 3, and how often each position is drawn. The
+#: stage steps are practised, the one-shot single pass barely (1 transcript in 40): the regime this task
+#: is about, a model that can take the two-operand step but not the whole computation (measured:
+#: docs/sat_seq.md). Stage 2 gets the largest share: reading an operand from an earlier agent's slot is
+#: the one new skill (a third of this share left it right 1 time in 10; measured, raised).
+MIX = {1: {"stage1": 3, "single": 1, "hasty": 4},
+       2: {"stage2": 8, "hasty": 2},
+       3: {"stage2": 3, "copy": 3, "hasty": 2}}
+POSITION_WEIGHTS = {1: 1, 2: 3, 3: 1}
 P_PARTIAL_SHOWN = 0.8  # how often the first agent's answer in a later prompt is a partial sum
 
 
@@ -84,14 +87,15 @@ def transcript(position: int, a: int, b: int, c: int, rng: random.Random) -> tup
 
 
 def chain_examples(n: int, *, seed: int = 0, exclude: set[str] | None = None) -> list[tuple[str, str]]:
-    """``n`` warm-start pairs, positions 1..3 equally often; held-out problems never appear."""
+    """``n`` warm-start pairs, positions drawn by :data:`POSITION_WEIGHTS`; held-out problems never appear."""
     rng = random.Random(f"{seed}-chain-sft")
     out = []
     while len(out) < n:
         a, b, c = _draw(rng)
         if exclude and f"{a}+{b}+{c}" in exclude:
             continue
-        out.append(transcript(rng.randint(1, 3), a, b, c, rng))
+        position = rng.choices(list(POSITION_WEIGHTS), weights=list(POSITION_WEIGHTS.values()))[0]
+        out.append(transcript(position, a, b, c, rng))
     return out
 
 

@@ -23,11 +23,11 @@ CHAIN_SFT = dict(steps=1000, lr=2e-3, warmup_steps=10)
 
 def ensure_chain_warm_start(output_dir: str | Path, *, seed: int = 0, n_examples: int = 64000,
                             eval_size: int = HELD_OUT_POOL, **kw) -> Path:
-    from satseq.data.relay_chain import MIX, ChainTask, chain_examples
+    from satseq.data.relay_chain import MIX, POSITION_WEIGHTS, ChainTask, chain_examples
 
     return ensure_method_warm_start(
         output_dir, stem="chain", task=ChainTask(seed=seed), examples=chain_examples, sft=CHAIN_SFT,
-        what="chain-relay stage 1 / stage 2 / copy / single-pass", info={"task": "embedded chain relay",
+        what="chain-relay stage 1 / stage 2 / copy / single-pass", info={"task": "embedded chain relay", "positions": {str(k): v for k, v in POSITION_WEIGHTS.items()},
                                                                          "mix": {str(k): v for k, v in MIX.items()}},
         seed=seed, n_examples=n_examples, eval_size=eval_size, **kw)
 
