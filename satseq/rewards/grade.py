@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from satseq.errors import ConfigError
-from satseq.rewards import grading_pool
+import satseq.rewards.grading_pool as grading_pool
 from satseq.rewards.extract import extract_answer, normalize_answer
 from satseq.rewards.guard import MAX_ANSWER_CHARS, refusal
 from satseq.rewards.numbers import numbers_match, parse_number, percent_candidates
