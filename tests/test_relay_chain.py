@@ -91,3 +91,14 @@ def test_config_key_routes_training_and_eval_to_the_chain_task(tmp_path):
     (tmp_path / "run_info.json").write_text(json.dumps({"method": "sat_seq", "embedded_task": "chain"}))
     assert embedded_task_of(tmp_path) == "chain"
     assert embedded_task_of(tmp_path / "missing") == "default"
+
+
+def test_eval_of_a_chain_run_uses_the_chain_task():
+    from satseq.eval.runner import _load_dataset
+    from satseq.registry import get_method
+
+    problems, identity = _load_dataset("embedded", data_dir=None, limit=5, method=get_method("sat_seq"),
+                                       embedded_task="chain")
+    assert identity.startswith("embedded-chain:eval") and problems[0].problem.count("+") == 2
+    _, default = _load_dataset("embedded", data_dir=None, limit=5, method=get_method("sat_seq"))
+    assert default.startswith("embedded:eval")
