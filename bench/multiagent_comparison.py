@@ -122,10 +122,10 @@ def run_seed(out: Path, task: str, seed: int, stages: int, threads: int) -> dict
     return res
 
 
-def _mse(xs) -> str:
+def _mse(xs, digits: int = 3) -> str:
     m = sum(xs) / len(xs)
     se = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) if len(xs) > 1 else float("nan")
-    return f"{m:.3f} ± {se:.3f}"
+    return f"{m:.{digits}f} ± {se:.{digits}f}"
 
 
 def plot(rows: list[dict], stages: int, path: Path, task: str) -> None:
@@ -168,7 +168,7 @@ def table(rows: list[dict], stages: int, task: str) -> str:
     lines.append(f"| warm start | {_mse([r['warm_start']['vote'] for r in rows])} | | | |")
     s = [r["sat_seq"] for r in rows]
     lines.append(f"| SAT-Seq, {stages} stages | {col('sat_seq', 'vote_equal_samples')} | (the budget) | "
-                 f"{_mse([sum(x['stage_time']) for x in s])} | rejected {sum(x['rejected'] for x in s)}, shrunk "
+                 f"{_mse([sum(x['stage_time']) for x in s], 1)} | rejected {sum(x['rejected'] for x in s)}, shrunk "
                  f"{sum(x['shrunk'] for x in s)} of {3 * stages * len(s)} agent-updates; max KL quantile "
                  f"{max(x['max_kl_quantile'] for x in s):.3f}; max drop {max(x['max_drop'] for x in s):.3f} |")
     for name, title, n in (("simultaneous", "simultaneous", stages), ("grpo", "GRPO (one policy)", 3 * stages)):
@@ -176,7 +176,7 @@ def table(rows: list[dict], stages: int, task: str) -> str:
         reached = "" if all(v["equal_time_reached"] for v in x) else " (budget not reached: last checkpoint)"
         lines.append(f"| {title}, {n} stages / at equal time stages {[v['equal_time_stage'] for v in x]}{reached} | "
                      f"{col(name, 'vote_equal_samples')} | {col(name, 'vote_equal_time')} | "
-                     f"{_mse([sum(v['stage_time'][:n]) for v in x])} | max drop {max(v['max_drop'] for v in x):.3f} |")
+                     f"{_mse([sum(v['stage_time'][:n]) for v in x], 1)} | max drop {max(v['max_drop'] for v in x):.3f} |")
     return "\n".join(lines)
 
 
