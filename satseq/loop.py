@@ -28,6 +28,7 @@ from satseq.methods.base import RewardContext
 from satseq.registry import get_method
 from satseq.rewards.custom import resolve_custom_reward
 from satseq.rewards.grade import timeout_count
+from satseq.utils.versions import library_versions
 from satseq.runtime import build_runtime
 from satseq.tracking import Tracker
 from satseq.utils.io import write_json
@@ -108,7 +109,7 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
     write_json(run_dir / "run_info.json", {"method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode,
                                            **method.run_info(cfg, workflow), **({"ray": ray_info} if ray_info else {}),
                                            "base_model": cfg.model.path, "prompt_format": rt.fmt.name,
-                                           "embedded_task": cfg.data.embedded_task})
+                                           "embedded_task": cfg.data.embedded_task, "versions": library_versions()})
     tracker = Tracker(run_dir, tensorboard=cfg.trainer.tensorboard, wandb=cfg.trainer.wandb,
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
                       config=dump_config(cfg), resume_step=start)

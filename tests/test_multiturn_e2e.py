@@ -61,6 +61,10 @@ def test_mlmt_run_each_sharing_mode(tiny_dir, tmp_path, share):
     agents = ["actor"] if share == "weights" else ["solver", "coach"]
     assert info["agents"] == agents and set(info["roles"]) == {"solver", "coach"}
     assert info["mode"] == ("lora" if share == "lora" else "full")
+    import torch  # the run records the library versions it ran with
+
+    assert info["versions"]["torch"] == torch.__version__.split("+")[0] or info["versions"]["torch"] == torch.__version__
+    assert info["embedded_task"] == "default" and set(info["versions"]) >= {"python", "transformers", "math-verify"}
     rows = _rows(run)
     for key in ("mlmt/acc_t1", "mlmt/acc_t3", "coach/reward", "coach/dep", "eval/mlmt/acc_t3"):
         assert key in rows[-1], key
