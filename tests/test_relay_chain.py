@@ -102,3 +102,24 @@ def test_eval_of_a_chain_run_uses_the_chain_task():
     assert identity.startswith("embedded-chain:eval") and problems[0].problem.count("+") == 2
     _, default = _load_dataset("embedded", data_dir=None, limit=5, method=get_method("sat_seq"))
     assert default.startswith("embedded:eval")
+
+
+def test_sat_seq_trains_on_the_chain_task_and_logs_behaviours(tiny_dir, tmp_path):
+    import satseq
+
+    r = satseq.train(overrides=[f"model.path={tiny_dir}", "method=sat_seq", "data.embedded_task=chain",
+                                "reward.own=0", "trainer.num_stages=2", "trainer.train_batch_size=2",
+                                "sat_seq.group_size=2", "rollout.max_new_tokens=6", "data.train_size=8",
+                                "data.eval_size=4", "threads=1", "trainer.tensorboard=false",
+                                "trainer.progress=false", "sat_seq.certificate.prompts=0",
+                                f"output_dir={tmp_path}", "run_name=chain"], console=lambda *a: None)
+    info = json.loads((r.run_dir / "run_info.json").read_text())
+    assert info["embedded_task"] == "chain"
+    shares = {k: v for k, v in r.metrics[-1].items() if k.startswith("chain/agent_1/")}
+    assert shares and abs(sum(shares.values()) - 1.0) < 1e-9
+    assert "embedded_task: chain" in (r.run_dir / "train_config.yaml").read_text()  # a resume keeps the task
+    from satseq.registry import get_method
+    from satseq.runtime import load_datasets
+
+    train, held_out = load_datasets(r.config, get_method("sat_seq"))  # what the run trained on: sums of three
+    assert all(p.problem.count("+") == 2 for p in train + held_out)
