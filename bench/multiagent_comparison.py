@@ -67,12 +67,13 @@ def _vote(rt, dirs: list[Path], seed: int) -> float:
     return r["vote"]["acc"]
 
 
-def _equal_time_stage(metrics: list[dict], budget: float, last: int) -> int:
+def _equal_time_stage(stage_times: list[float], budget: float, last: int) -> int:
+    """The first saved stage (every ``EVERY``) whose summed stage time reaches ``budget`` (else ``last``)."""
     spent = 0.0
-    for r in metrics:
-        spent += r.get("time/stage", 0.0)
-        if spent >= budget and (r["step"] + 1) % EVERY == 0:
-            return r["step"] + 1
+    for i, t in enumerate(stage_times):
+        spent += t
+        if spent >= budget and (i + 1) % EVERY == 0:
+            return i + 1
     return last
 
 
@@ -113,8 +114,8 @@ def run_seed(out: Path, task: str, seed: int, stages: int, threads: int) -> dict
     for name in lengths:
         run_dir = Path(res[name]["run_dir"])
         res[name]["vote_equal_samples"] = _vote(rt, _stage_dirs(run_dir, name, equal_samples[name]), seed)
-        s_eq = equal_samples[name] if name == "sat_seq" else _equal_time_stage(
-            [{"step": i, "time/stage": t} for i, t in enumerate(res[name]["stage_time"])], budget, lengths[name])
+        s_eq = equal_samples[name] if name == "sat_seq" else _equal_time_stage(res[name]["stage_time"], budget,
+                                                                               lengths[name])
         res[name]["equal_time_stage"] = s_eq
         res[name]["equal_time_reached"] = sum(res[name]["stage_time"][:s_eq]) >= budget * 0.999
         res[name]["vote_equal_time"] = (res[name]["vote_equal_samples"] if s_eq == equal_samples[name]

@@ -134,17 +134,7 @@ class _Pool:
                 if remaining <= 0 or not self.cv.wait(remaining):
                     if not self.idle:
                         return None
-        try:  # start outside the lock: other callers keep using the idle workers meanwhile
-            w = _Worker()
-        except Exception:  # noqa: BLE001
-            w = None
-        with self.cv:
-            self.starting -= 1
-            if w is not None:
-                self.busy.add(w)
-                self.started += 1
-            self.cv.notify()
-        return w
+        return self._start(busy=True)  # outside the lock: other callers keep using the idle workers meanwhile
 
     def release(self, w: _Worker, alive: bool) -> None:
         with self.cv:
@@ -164,6 +154,10 @@ class _Pool:
             if self.closed or len(self.idle) + len(self.busy) + self.starting >= MAX_WORKERS:
                 return
             self.starting += 1
+        self._start(busy=False)
+
+    def _start(self, *, busy: bool) -> _Worker | None:
+        """Start a worker (the caller has counted it in ``starting``) and file it as busy or idle."""
         try:
             w = _Worker()
         except Exception:  # noqa: BLE001
@@ -171,9 +165,10 @@ class _Pool:
         with self.cv:
             self.starting -= 1
             if w is not None:
-                self.idle.append(w)
+                (self.busy.add if busy else self.idle.append)(w)
                 self.started += 1
             self.cv.notify()
+        return w
 
     def shutdown(self) -> None:
         with self.cv:
