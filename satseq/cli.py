@@ -7,6 +7,7 @@
     satseq vstar CONFIG [key=value ...]      A*-PO stage 1: the V* cache (a command of methods/apo)
     satseq convert-gguf GGUF OUT             GGUF → ordinary HF checkpoint
     satseq plot RUN_DIR                      the six-panel training dashboard (PNG)
+    satseq compare FILE [--out DIR]          methods × seeds at one budget, beside their trivial baselines
 
 User errors (bad config key, malformed data, missing path, offline hub) print one line,
 ``error: ...``, and exit with status 2; no traceback.
@@ -120,12 +121,14 @@ def convert_gguf(gguf: str = typer.Argument(..., help="a .gguf file, or 'smollm2
 
 
 def _register_subcommands() -> None:
+    from satseq.compare.cli import compare_command
     from satseq.eval.cli import eval_command
     from satseq.registry import METHODS, discover
     from satseq.plot_cli import plot_command
 
     app.command("eval", help=eval_command.__doc__)(user_errors(eval_command))
     app.command("plot", help=plot_command.__doc__)(user_errors(plot_command))
+    app.command("compare", help=compare_command.__doc__)(user_errors(compare_command))
     discover()
     for name in sorted(METHODS):  # commands a method brings (A*-PO: `satseq vstar`)
         for command, fn in METHODS[name].cli_commands().items():

@@ -85,8 +85,11 @@ def _fault_injection(stage: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward_fn=None) -> Path:
-    """Run (or resume) a training run; return its run directory. ``stop_after`` ends early (tests)."""
+def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward_fn=None,
+          stop_when=None) -> Path:
+    """Run (or resume) a training run; return its run directory. ``stop_after`` ends early (tests);
+    ``stop_when(stage, metrics) -> bool``, asked after each stage is logged, ends the run there with a
+    checkpoint of that stage (``satseq compare``'s token / wall-clock budget)."""
     cfg = finalize(cfg)
     run_dir = cfg.run_dir
     ray_info = None
@@ -114,10 +117,13 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
                       config=dump_config(cfg), resume_step=start)
     last, hook_state = cfg.trainer.num_stages - 1, {}
+    generated = {"tokens": 0, "samples": 0}  # this stage's, dropped groups (dynamic sampling) included
 
     def draw(n: int):  # n more prompts, rolled out and rewarded (method.collect may draw again)
         problems = [rt.train[i] for i in sampler.next_batch(n)]
         eps = workflow.rollout(problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
+        generated["tokens"] += sum(len(t.response_ids) for ep in eps for t in ep.turns)
+        generated["samples"] += sum(len(ep.turns) for ep in eps)
         return eps, method.assign_rewards(cfg, eps, run.rewards) or {}
 
     with tracker, progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
@@ -125,12 +131,15 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
         bar.advance(start)
         for stage in range(start, cfg.trainer.num_stages):
             t0, timeouts0 = time.perf_counter(), timeout_count()
+            generated.update(tokens=0, samples=0)
             episodes, reward_metrics = method.collect(cfg, draw, cfg.trainer.train_batch_size)
             _fault_injection(stage)
             t_rollout = time.perf_counter() - t0
             metrics = {**rollout_metrics(episodes, run.roles), **reward_metrics, **method.rollout_metrics(cfg, episodes)}
             metrics.update(updater.update(stage, episodes))
             metrics["time/rollout"] = t_rollout
+            metrics["rollout/generated_tokens"] = generated["tokens"]
+            metrics["rollout/generated_samples"] = generated["samples"]
             metrics["time/stage"] = time.perf_counter() - t0
             if cfg.trainer.eval_every and (stage + 1) % cfg.trainer.eval_every == 0:
                 held_out_gen = torch.Generator().manual_seed(cfg.seed * 7919 + stage)
@@ -138,12 +147,13 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
             metrics["reward/timeouts"] = timeout_count() - timeouts0  # gradings killed at reward.timeout
             tracker.log(metrics, step=stage)
             method.after_log(cfg, metrics, hook_state, console)
-            if stage == last or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0):
+            stop = bool(stop_when is not None and stop_when(stage, metrics))
+            if stage == last or stop or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0):
                 save_agent_checkpoints(run_dir, rt.pool, stage + 1, export_pt=cfg.trainer.export_pt)
             save_trainer_state(run_dir, stage=stage, pool=rt.pool, extra={
                 "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict()})
             bar.set_postfix(f"vote {metrics['rollout/vote_accuracy']:.2f}")
             bar.advance()
-            if stop_after is not None and stage + 1 >= stop_after:
+            if stop or (stop_after is not None and stage + 1 >= stop_after):
                 break
     return run_dir

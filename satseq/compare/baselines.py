@@ -1,0 +1,186 @@
+"""The trivial baselines reported beside every compared method, and the summary of one evaluation.
+
+* **Warm start** (:func:`warm_start_run`): the policy every run of a method started from, evaluated
+  exactly as the trained runs are. It is written as a run directory at stage 0
+  (``OUT/baselines/warm_start_<workflow>_<hash>/``: the first run's ``run_info.json`` and
+  ``train_config.yaml``, each agent's ``<agent>_stage_0`` a link to its starting model), so
+  ``satseq eval`` runs it in the method's own workflow (SAT-Seq: the relay and its vote, PAG: solve →
+  verify → revise, MLMT: solve → feedback → refine). Runs whose warm starts, workflow and
+  prompting agree share one. Full-weight runs only (a LoRA run's start is its base model: not built).
+* **Best-of-k of the warm start**: its pass@k from the same evaluation (``eval.k`` samples), the
+  ceiling of what RL can select from it.
+* **Verifier (PAG)** (:func:`verifier_baselines`): the trained verifier against the constant verifiers
+  "always correct" and "always wrong" on the same judged attempts. Raw accuracy rewards the majority
+  class, so each carries balanced accuracy ``(correct-recall + wrong-recall) / 2`` (a constant: 0.5)
+  and wrong-recall ``P(verdict "wrong" | attempt wrong)`` (always "correct": 0, always "wrong": 1).
+  A verdict that could not be parsed counts as wrong, as in PAG's own metrics.
+* **Coach (MLMT)** (:func:`coach_baselines`): the coach alone (its own boxed answer in turn 2) and a
+  solver that copies it (turn 3 := the coach's answer, the solver's turn-1 answer when the coach gave
+  none), against the trained solver's turn 3, all on the same episodes.
+
+Everything is computed from ``predictions.jsonl`` lines the evaluator already wrote.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+WARM_STAGE = 0
+
+
+def mean_se(values: Sequence[float]) -> dict:
+    """``{"mean", "se"}`` with ``se = sample std (ddof 1) / sqrt(n)`` (None under 2 values; mean None if empty)."""
+    v = [float(x) for x in values]
+    if not v:
+        return {"mean": None, "se": None}
+    m = sum(v) / len(v)
+    se = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v)) if len(v) > 1 else None
+    return {"mean": m, "se": se}
+
+
+# ------------------------------------------------------------------------------------ verifier
+def judged_attempts(row: dict) -> Iterable[tuple[bool, Optional[str]]]:
+    """(judged attempt correct, verdict) for every verifier turn of a ``self_verify`` prediction line.
+
+    Verifier turn j judges the policy turn before it; its correctness is known for the first attempt
+    (``turn1_correct``) and the last (``correct``); an attempt in between is judged right or wrong
+    from a parsed verdict and whether it was right (skipped when the verdict is missing)."""
+    for s, roles in enumerate(row["pag_roles"]):
+        n_policy = sum(r == "policy" for r in roles)
+        attempt, j = 0, 0
+        for role in roles:
+            if role == "policy":
+                attempt += 1
+                continue
+            verdict = row["verdicts"][s][j] if j < len(row["verdicts"][s]) else None
+            right = row["verifier_correct"][s][j]
+            j += 1
+            if attempt == 1:
+                yield bool(row["turn1_correct"][s]), verdict
+            elif attempt == n_policy:
+                yield bool(row["correct"][s]), verdict
+            elif verdict is not None:
+                yield (verdict == "correct") == bool(right), verdict
+
+
+def verifier_stats(pairs: Sequence[tuple[bool, Optional[str]]]) -> dict:
+    """Accuracy, correct- and wrong-recall and balanced accuracy of verdicts on judged attempts."""
+    right = [v for a, v in pairs if a]
+    wrong = [v for a, v in pairs if not a]
+    cr = sum(v == "correct" for v in right) / len(right) if right else None
+    wr = sum(v == "wrong" for v in wrong) / len(wrong) if wrong else None
+    acc = (sum(v == "correct" for v in right) + sum(v == "wrong" for v in wrong)) / len(pairs) if pairs else None
+    bal = (cr + wr) / 2 if cr is not None and wr is not None else None
+    return {"accuracy": acc, "balanced_accuracy": bal, "correct_recall": cr, "wrong_recall": wr,
+            "n": len(pairs), "n_wrong": len(wrong)}
+
+
+def verifier_baselines(rows: Sequence[dict]) -> dict:
+    """The trained verifier and the two constant verifiers on the same judged attempts."""
+    pairs = [p for r in rows for p in judged_attempts(r)]
+    return {"trained": verifier_stats(pairs),
+            "always_correct": verifier_stats([(a, "correct") for a, _ in pairs]),
+            "always_wrong": verifier_stats([(a, "wrong") for a, _ in pairs])}
+
+
+# --------------------------------------------------------------------------------------- coach
+def coach_baselines(rows: Sequence[dict]) -> dict:
+    """The coach alone and copying the coach's answer, per problem then mean ± s.e. over problems."""
+    alone, copy = [], []
+    for r in rows:
+        alone.append(sum(map(bool, r["coach_correct"])) / len(r["coach_correct"]))
+        copied = [bool(c) if a is not None else bool(t1)
+                  for a, c, t1 in zip(r["coach_answers"], r["coach_correct"], r["turn1_correct"])]
+        copy.append(sum(copied) / len(copied))
+    return {"coach_alone": mean_se(alone), "copy_coach": mean_se(copy)}
+
+
+def summarize_eval(metrics: dict, rows: Sequence[dict], k: int) -> dict:
+    """What the comparison keeps of one evaluation: accuracy and pass@k (mean ± s.e. over problems),
+    and the workflow's trivial baselines (verifier or coach) when it has them."""
+    from satseq.eval.predictions_io import problem_key
+
+    seen, uniq = set(), []
+    for r in rows:  # the evaluator's rule: the first line of a problem counts
+        key = problem_key(r.get("problem_id"))
+        if key not in seen:
+            seen.add(key)
+            uniq.append(r)
+    out = {"workflow": metrics.get("workflow"), "accuracy": metrics["accuracy"], "k": k,
+           "pass@k": metrics.get(f"pass@{k}"), "n_problems": metrics.get("n_problems"), "n": metrics.get("n")}
+    if out["workflow"] == "self_verify":
+        out["verifier"] = verifier_baselines(uniq)
+        out["turn1"] = metrics["turn1"]["accuracy"]
+    elif out["workflow"] == "coach":
+        out["coach"] = coach_baselines(uniq)
+        out["turn1"] = metrics["turn1"]["accuracy"]
+    return out
+
+
+# ----------------------------------------------------------------------------------- warm start
+def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list[Path]]]:
+    """run_info, config, agent names and each agent's starting model (None for a LoRA run)."""
+    from satseq.config import load_config
+    from satseq.models.embedded_tasks import ensure_embedded_warm_start
+    from satseq.models.loading import resolve_model_source
+    from satseq.models.warm_start import EMBEDDED
+    from satseq.registry import get_method
+
+    info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
+    if info.get("mode") != "full":
+        return None
+    cfg = load_config(run_dir / "train_config.yaml", [])
+    method = get_method(cfg.method)
+    spec = method.agents(cfg)
+    if list(spec.names) != list(info["agents"]):
+        return None
+    sources = []
+    for p in (p or cfg.model.path for p in spec.paths):
+        if p == EMBEDDED:
+            src = ensure_embedded_warm_start(cfg.data.embedded_task, method, cfg.output_dir, show_progress=False,
+                                             console=lambda *a: None)
+        else:
+            src = resolve_model_source(p)
+        if not Path(str(src)).is_dir():
+            return None
+        sources.append(Path(str(src)).resolve())
+    return info, cfg, list(spec.names), sources
+
+
+def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
+    """The stage-0 run directory of ``run_dir``'s warm start under ``out/baselines`` (made once,
+    atomically; shared by runs with the same start, workflow and prompting), or None (LoRA run)."""
+    from satseq.config import dump_config
+    from satseq.registry import get_method
+    from satseq.utils.io import write_json
+
+    found = _warm_sources(Path(run_dir))
+    if found is None:
+        return None
+    info, cfg, names, sources = found
+    method = get_method(cfg.method)
+    workflow = method.eval_workflow("run")
+    d = dump_config(cfg)
+    key = {"workflow": workflow, "agents": names, "sources": [str(s) for s in sources],
+           "info": {k: v for k, v in info.items() if k not in ("method", "versions", "ray")},
+           "rollout": d.get("rollout"), "options": method.workflow_options(cfg),
+           "show_previous": [cfg.sat_seq.show_previous, cfg.sat_seq.previous_budget]}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    final = Path(out) / "baselines" / f"warm_start_{workflow}_{digest}"
+    if (final / "run_info.json").is_file():
+        return final
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write_json(tmp / "run_info.json", {**info, "warm_start_of": str(run_dir)})
+    shutil.copy2(Path(run_dir) / "train_config.yaml", tmp / "train_config.yaml")
+    for name, src in zip(names, sources):
+        os.symlink(src, tmp / f"{name}_stage_{WARM_STAGE}", target_is_directory=True)
+    shutil.rmtree(final, ignore_errors=True)  # a torn earlier attempt
+    os.replace(tmp, final)
+    return final

@@ -1,0 +1,73 @@
+"""``satseq compare FILE [--out DIR]``: several methods × seeds at one budget, with their trivial baselines.
+
+:func:`run_comparison` reads and validates the file (:mod:`satseq.compare.spec`; every run's config
+is loaded before anything runs), then for each run and seed, one at a time, trains it to the budget
+and evaluates it (:mod:`satseq.compare.runner`; resumable: a finished (run, seed) is read back, a
+killed one resumes from its checkpoint), evaluates the warm starts the same way
+(:mod:`satseq.compare.baselines`), and writes ``comparison.md``, ``comparison.json`` and
+``comparison.png`` (:mod:`satseq.compare.report`, :mod:`satseq.compare.plot`). Registered in
+:mod:`satseq.cli`, which turns a :class:`~satseq.errors.SatseqError` into one ``error:`` line.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+
+from satseq.errors import ConfigError
+
+
+def run_comparison(path: str | Path, out: Optional[str | Path] = None, *, console: Callable = print,
+                   progress: bool = True) -> list[Path]:
+    """Run (or finish) the comparison in ``path``; returns the files written."""
+    from satseq.compare.baselines import summarize_eval, warm_start_run
+    from satseq.compare.report import write_report
+    from satseq.compare.runner import evaluate, train_and_evaluate
+    from satseq.compare.spec import check_runs, read_spec
+    from satseq.utils.progress import progress_bar
+
+    spec, lines = read_spec(path)
+    if out is None and spec.output_dir is None:
+        raise ConfigError(f"{spec.source}: no output directory: set output_dir in the file or pass --out")
+    out_dir = Path(out if out is not None else spec.output_dir).expanduser().resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir} is a file")
+    check_runs(spec, lines, out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = [(run, seed) for run in spec.runs for seed in spec.seeds]
+    console(f"[compare] {len(spec.runs)} runs × {len(spec.seeds)} seeds, {spec.budget.describe()} each -> {out_dir}")
+    results: dict[str, list[dict]] = {r.name: [] for r in spec.runs}
+    warm: dict[str, Optional[dict]] = {}
+    warm_evals: dict[str, dict] = {}
+    with progress_bar(len(jobs), "compare", enabled=progress) as bar:
+        for run, seed in jobs:
+            bar.set_postfix(f"{run.name} seed {seed}")
+
+            def on_stage(stage: int, used: float, run=run, seed=seed) -> None:
+                bar.set_postfix(f"{run.name} seed {seed}: stage {stage + 1}, "
+                                f"{min(used / spec.budget.amount, 1):.0%} of the budget")
+
+            res = train_and_evaluate(spec, run, seed, out_dir, console=console, on_stage=on_stage)
+            results[run.name].append(res)
+            bar.advance()
+            if run.name not in warm:
+                bar.set_postfix(f"warm start of {run.name}")
+                d = warm_start_run(Path(res["run_dir"]), out_dir)
+                if d is not None and str(d) not in warm_evals:
+                    metrics, preds = evaluate(spec, d, out_dir / "evals" / d.name, stage=0)
+                    warm_evals[str(d)] = summarize_eval(metrics, preds, spec.eval.k)
+                warm[run.name] = {"dir": str(d), "eval": warm_evals[str(d)]} if d is not None else None
+    files = write_report(spec, out_dir, results, warm)
+    console(f"[compare] wrote {', '.join(str(f) for f in files)}")
+    return files
+
+
+def compare_command(
+    file: Path = typer.Argument(..., help="the comparison YAML (runs × seeds, budget; see docs/compare.md)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output directory (default: output_dir in the file)"),
+    progress: bool = typer.Option(True, "--progress/--no_progress", help="progress bar (only on a terminal)"),
+):
+    """Compare methods × seeds at one budget (generated tokens or seconds) next to their trivial
+    baselines; resumable; writes comparison.md / .json / .png."""
+    run_comparison(file, out, console=typer.echo, progress=progress)

@@ -1,0 +1,150 @@
+"""``comparison.md`` and ``comparison.json``: every run (mean ± s.e. over seeds) next to its baselines.
+
+One row per compared run: held-out accuracy of the final answer (single policy: its answer; SAT-Seq
+and the simultaneous update: the agents' vote; PAG: Acc@final; MLMT: the solver's turn 3) as
+mean ± s.e. over seeds (``s.e. = sample std / sqrt(seeds)``), the mean of each run's own standard
+error over problems ("eval s.e."), pass@k, the generated tokens and samples and the summed stage time
+it spent, and its stages. Extra rows under it: PAG's verifier against the constant verifiers
+(balanced accuracy in the accuracy column, wrong-recall and raw accuracy in the notes); MLMT's coach
+alone and a solver that copies the coach. Under the runs that share a warm start: that warm start,
+evaluated the same way, and its best-of-k (pass@k). Both files are written atomically.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from satseq.compare.baselines import mean_se
+
+HEADER = ["run", "accuracy (mean ± s.e. over seeds)", "eval s.e.", "pass@{k}", "generated tokens",
+          "generated samples", "training time (s)", "stages", "notes"]
+
+
+def fmt(v: Optional[dict] | Optional[float], digits: int = 3) -> str:
+    """``0.512 ± 0.010`` from ``{"mean", "se"}`` (or a bare number); ``-`` when missing."""
+    if v is None:
+        return "-"
+    if not isinstance(v, dict):
+        return f"{v:.{digits}f}"
+    if v.get("mean") is None:
+        return "-"
+    return f"{v['mean']:.{digits}f}" + (f" ± {v['se']:.{digits}f}" if v.get("se") is not None else "")
+
+
+def _over_seeds(values: Sequence[Optional[float]]) -> Optional[dict]:
+    vals = [v for v in values if v is not None]
+    return mean_se(vals) if vals else None
+
+
+def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _row(label: str, acc=None, eval_se=None, passk=None, tokens="", samples="", time="", stages="", notes=""):
+    return [label, fmt(acc), fmt(eval_se), fmt(passk), tokens, samples, time, stages, notes]
+
+
+def run_rows(name: str, seeds: list[dict]) -> list[list[str]]:
+    """The row of one compared run (over its seeds) and its own baseline rows (verifier, coach)."""
+    ev = [s["eval"] for s in seeds]
+    acc = [e["accuracy"]["mean"] for e in ev]
+    notes = [f"seeds {', '.join(f'{a:.3f}' for a in acc)}"] if len(seeds) > 1 else []
+    if not all(s["budget_reached"] for s in seeds):
+        notes.append("budget not reached by some seed (max_stages)")
+    if "turn1" in ev[0]:
+        label = "Acc@t1" if ev[0]["workflow"] == "self_verify" else "turn 1"
+        notes.append(f"{label} {fmt(_over_seeds([e['turn1']['mean'] for e in ev]))}")
+    rows = [_row(f"**{name}** ({seeds[0]['method']})", _over_seeds(acc), _mean([e["accuracy"]["se"] for e in ev]),
+                 _over_seeds([(e.get("pass@k") or {}).get("mean") for e in ev]),
+                 f"{_mean([s['tokens'] for s in seeds]):,.0f}", f"{_mean([s['samples'] for s in seeds]):,.0f}",
+                 fmt(_over_seeds([s["train_s"] for s in seeds]), 1), " / ".join(str(s["stages"]) for s in seeds),
+                 "; ".join(notes))]
+    if "verifier" in ev[0]:
+        for key, label in (("trained", "verifier, trained"), ("always_correct", 'verifier always "correct"'),
+                           ("always_wrong", 'verifier always "wrong"')):
+            st = [e["verifier"][key] for e in ev]
+            rows.append(_row(f"↳ {label} (balanced accuracy)", _over_seeds([x["balanced_accuracy"] for x in st]),
+                             notes=f"wrong-recall {fmt(_over_seeds([x['wrong_recall'] for x in st]))}; "
+                                   f"correct-recall {fmt(_over_seeds([x['correct_recall'] for x in st]))}; "
+                                   f"raw accuracy {fmt(_over_seeds([x['accuracy'] for x in st]))}; "
+                                   f"{st[0]['n']} judged attempts ({st[0]['n_wrong']} wrong), seed {seeds[0]['seed']}"))
+    if "coach" in ev[0]:
+        for key, label in (("coach_alone", "coach alone (its turn-2 answer)"),
+                           ("copy_coach", "copy the coach's answer (else turn 1)")):
+            st = [e["coach"][key] for e in ev]
+            rows.append(_row(f"↳ {label}", _over_seeds([x["mean"] for x in st]), _mean([x["se"] for x in st]),
+                             notes="same episodes as the trained solver's turn 3"))
+    return rows
+
+
+def warm_rows(warm: dict, k: int, used_by: list[str]) -> list[list[str]]:
+    """The warm start (same evaluation) and its best-of-k, for the runs ``used_by``."""
+    e = warm["eval"]
+    notes = [f"start of {', '.join(used_by)}; one evaluation (no seeds)"]
+    if "verifier" in e:
+        v = e["verifier"]["trained"]
+        notes.append(f"its verifier: balanced accuracy {fmt(v['balanced_accuracy'])}, wrong-recall {fmt(v['wrong_recall'])}")
+    if "coach" in e:
+        notes.append(f"coach alone {fmt(e['coach']['coach_alone'])}, copy the coach {fmt(e['coach']['copy_coach'])}")
+    return [_row("↳ warm start", e["accuracy"]["mean"], e["accuracy"]["se"], e.get("pass@k"), notes="; ".join(notes)),
+            _row(f"↳ best-of-{k} of the warm start (pass@{k})", (e.get("pass@k") or {}).get("mean"),
+                 (e.get("pass@k") or {}).get("se"), notes="the ceiling of what RL can select")]
+
+
+def groups(results: dict[str, list[dict]], warm: dict[str, Optional[dict]]) -> list[tuple[Optional[str], list[str]]]:
+    """Runs grouped by shared warm start (its directory, or None), in the order of the file."""
+    out: list[tuple[Optional[str], list[str]]] = []
+    for name in results:
+        w = warm.get(name)
+        key = w["dir"] if w else None
+        for g in out:
+            if key is not None and g[0] == key:
+                g[1].append(name)
+                break
+        else:
+            out.append((key, [name]))
+    return out
+
+
+def markdown(spec, results: dict[str, list[dict]], warm: dict[str, Optional[dict]]) -> str:
+    e = spec.eval
+    k = e.k
+    lines = [f"# Comparison: {spec.source}", "",
+             f"Budget per run: {spec.budget.describe()}. Seeds: {', '.join(map(str, spec.seeds))}; "
+             f"{spec.threads or 'all'} torch thread(s) per run. Held-out: `{e.dataset}`, {e.problems} problems × "
+             f"{e.n} samples, T = {e.temperature:g}, top-p {e.top_p:g}, evaluation seed {e.seed}, the same for "
+             "every run and baseline.", "",
+             "Accuracy is the final answer's (one policy: its answer; relay: the agents' vote; PAG: Acc@final; "
+             "MLMT: turn 3); eval s.e. is the mean over seeds of each run's standard error over problems. Tokens "
+             "and samples: everything the run's rollouts generated (all turns); training time: summed stage time "
+             "(rollout + update, no evaluation); both mean over seeds.", "",
+             "| " + " | ".join(h.format(k=k) for h in HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for key, names in groups(results, warm):
+        for name in names:
+            lines += ["| " + " | ".join(r) + " |" for r in run_rows(name, results[name])]
+        if key is not None:
+            lines += ["| " + " | ".join(r) + " |" for r in warm_rows(warm[names[0]], k, names)]
+        elif names:
+            lines.append("| ↳ warm start | - | | | | | | | not built (LoRA run: its start is the base model) |")
+    lines += ["", "## Per seed", "", f"| run | seed | accuracy ± eval s.e. | pass@{k} | generated tokens | "
+              "training time (s) | stages | budget reached | run directory |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, seeds in results.items():
+        for s in seeds:
+            lines.append(f"| {name} | {s['seed']} | {fmt(s['eval']['accuracy'])} | {fmt(s['eval'].get('pass@k'))} | "
+                         f"{s['tokens']:,} | {s['train_s']:.1f} | {s['stages']} | {'yes' if s['budget_reached'] else 'no'}"
+                         f" | `{Path(s['run_dir']).name}` |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(spec, out: Path, results: dict[str, list[dict]], warm: dict[str, Optional[dict]]) -> list[Path]:
+    """``comparison.md``, ``comparison.json`` and ``comparison.png`` in ``out`` (each atomically)."""
+    from satseq.compare.plot import plot_comparison
+    from satseq.utils.io import write_json, write_text
+
+    out = Path(out)
+    write_text(out / "comparison.md", markdown(spec, results, warm))
+    write_json(out / "comparison.json", {"spec": spec.model_dump(), "source": spec.source, "runs": results,
+                                         "warm_start": warm})
+    plot_comparison(results, warm, out / "comparison.png", budget=spec.budget.describe())
+    return [out / "comparison.md", out / "comparison.json", out / "comparison.png"]

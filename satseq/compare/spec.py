@@ -1,0 +1,220 @@
+"""The ``satseq compare`` YAML file: its schema, and reading it into one validated :class:`CompareSpec`.
+
+    output_dir: outputs/compare_embedded   # or `satseq compare FILE --out DIR`
+    budget: {tokens: 150000}               # or {seconds: 60}: exactly one, the same for every run
+    seeds: [0, 1, 2]
+    threads: 1                             # torch threads per run and per evaluation
+    common: [trainer.train_batch_size=8]   # overrides for every run (a list of key=value, or a mapping)
+    eval: {problems: 200, n: 4, k: 4, temperature: 1.0}
+    runs:
+      - {name: grpo, method: grpo}
+      - {name: dr_grpo, method: grpo, overrides: [grpo.loss=dr_grpo]}
+      - {name: pag, method: pag, config: recipes/apo_pag/config/apo_pag.yaml}
+
+Every run is validated as ``satseq train`` would load it (``config`` file, then ``common``, then its
+``overrides``) before anything runs. Every problem is one :class:`~satseq.errors.ConfigError` line
+naming the file and line (``FILE:LINE: key 'runs.1.method': ...``) or the run.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from satseq.errors import ConfigError
+
+#: Keys ``satseq compare`` sets itself for every run (and the spec key to use instead).
+RESERVED = {"method": "runs[].method", "seed": "seeds", "run_name": "runs[].name", "output_dir": "output_dir",
+            "threads": "threads", "resume": None, "trainer.num_stages": "max_stages",
+            "trainer.eval_every": "curve_every", "trainer.progress": None}
+Overrides = Union[list[str], dict[str, Any]]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Budget(_Strict):
+    """What every run may spend: generated tokens (all turns, dropped groups included) or the summed
+    stage time in seconds (rollout + update; held-out evaluation and checkpoint writing excluded)."""
+
+    tokens: Optional[int] = Field(None, ge=1)
+    seconds: Optional[float] = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        if (self.tokens is None) == (self.seconds is None):
+            raise ValueError("give exactly one of budget.tokens or budget.seconds")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "tokens" if self.tokens is not None else "seconds"
+
+    @property
+    def amount(self) -> float:
+        return float(self.tokens if self.tokens is not None else self.seconds)
+
+    def describe(self) -> str:
+        return (f"{self.tokens:,} generated tokens" if self.tokens is not None
+                else f"{self.seconds:g} s of training (summed stage time)")
+
+
+class EvalSpec(_Strict):
+    """The held-out evaluation every run and every baseline gets (``satseq eval``'s settings)."""
+
+    dataset: str = "embedded"
+    data_dir: Optional[str] = None
+    problems: int = Field(200, ge=1)
+    n: int = Field(4, ge=1)
+    k: int = Field(4, ge=1)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    seed: int = 0
+    batch_size: int = Field(32, ge=1)
+
+    @model_validator(mode="after")
+    def _k_le_n(self):
+        if self.k > self.n:
+            raise ValueError(f"eval.k ({self.k}) must be <= eval.n ({self.n}): pass@k needs k samples")
+        return self
+
+
+class RunSpec(_Strict):
+    """One compared run: a name, a method, an optional ``satseq train`` config file and overrides."""
+
+    name: str = Field(..., min_length=1, max_length=80)
+    method: str
+    config: Optional[str] = None
+    overrides: Overrides = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
+            raise ValueError(f"run name {v!r}: use letters, digits, '_', '-', '.' (it names directories)")
+        return v
+
+
+class CompareSpec(_Strict):
+    output_dir: Optional[str] = None
+    budget: Budget
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    threads: int = Field(1, ge=0)
+    max_stages: int = Field(10_000, ge=1)
+    curve_every: int = Field(5, ge=0)
+    common: Overrides = Field(default_factory=list)
+    eval: EvalSpec = Field(default_factory=EvalSpec)
+    runs: list[RunSpec] = Field(..., min_length=1)
+    source: str = Field("", exclude=True)  # the file it was read from (messages)
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique_seeds(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("seeds must be distinct")
+        return v
+
+    @field_validator("runs")
+    @classmethod
+    def _unique_names(cls, v: list[RunSpec]) -> list[RunSpec]:
+        names = [r.name for r in v]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ValueError(f"run name {dup!r} appears twice")
+        return v
+
+
+def override_list(value: Overrides) -> list[str]:
+    """``[key=value, ...]`` from a list of strings or a mapping (values written as YAML)."""
+    if isinstance(value, dict):
+        from satseq.api import _yaml_value
+
+        return [f"{k}={_yaml_value(v)}" for k, v in value.items()]
+    return [str(x) for x in value]
+
+
+def _line_of(key: str, lines: dict[str, int]) -> Optional[int]:
+    parts = key.split(".") if key else []
+    while parts and ".".join(parts) not in lines:
+        parts.pop()
+    return lines[".".join(parts)] if parts else None
+
+
+def _where(source: str, key: str, lines: dict[str, int]) -> str:
+    line = _line_of(key, lines)
+    return f"{source}:{line}" if line is not None else source
+
+
+def _validation_line(err: ValidationError, source: str, lines: dict[str, int]) -> str:
+    first = err.errors(include_url=False)[0]
+    key = ".".join(str(p) for p in first["loc"])
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "missing":
+        msg = "required key missing"
+    elif "input" in first and not isinstance(first["input"], (dict, list)):
+        msg += f" (got {str(first['input'])[:60]!r})"
+    return f"{_where(source, key, lines)}: key {key!r}: {msg}" if key else f"{source}: {msg}"
+
+
+def read_spec(path: str | Path) -> tuple[CompareSpec, dict[str, int]]:
+    """The validated spec and each dotted key's line (``runs.1.method`` -> 12)."""
+    from satseq.config.loader import _collect_key_lines
+    from satseq.utils import strict_yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: comparison file not found" if not p.exists() else f"{p}: not a file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: unreadable ({e})") from None
+    lines: dict[str, int] = {}
+    try:
+        data = strict_yaml.load(text, check=lambda node: _collect_key_lines(node, "", lines))
+    except strict_yaml.YAMLRefused as e:
+        raise ConfigError(f"{p}{'' if e.line is None else f':{e.line}'}: {e.message}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping (budget, runs, ...)")
+    try:
+        spec = CompareSpec.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_validation_line(e, str(p), lines)) from None
+    spec.source = str(p)
+    return spec, lines
+
+
+def run_overrides(spec: CompareSpec, run: RunSpec, seed: int, output_dir: Path) -> list[str]:
+    """The ``satseq train`` overrides of one (run, seed): compare's quiet defaults, ``common``, the
+    run's own, then the keys compare owns (method, seed, run name, output dir, threads, stage cap)."""
+    quiet = ["trainer.save_every=0", "trainer.export_pt=false", "trainer.tensorboard=false"]
+    own = [f"method={run.method}", f"seed={seed}", f"run_name={run.name}_seed{seed}", f"output_dir={output_dir}",
+           f"threads={spec.threads}", "resume=true", f"trainer.num_stages={spec.max_stages}",
+           f"trainer.eval_every={spec.curve_every}", "trainer.progress=false"]
+    return quiet + override_list(spec.common) + override_list(run.overrides) + own
+
+
+def check_runs(spec: CompareSpec, lines: dict[str, int], output_dir: Path) -> None:
+    """Every run's config loads (as ``satseq train`` would) and sets none of the keys compare owns."""
+    from satseq.config import load_config
+
+    src = spec.source
+    for where, items in [("common", override_list(spec.common))] + [
+            (f"runs.{i}.overrides", override_list(r.overrides)) for i, r in enumerate(spec.runs)]:
+        for j, item in enumerate(items):
+            key = item.split("=", 1)[0].strip()
+            if "=" not in item:
+                raise ConfigError(f"{_where(src, f'{where}.{j}', lines)}: override {item!r} is not key=value")
+            if key in RESERVED:
+                instead = RESERVED[key]
+                raise ConfigError(f"{_where(src, f'{where}.{j}', lines)}: {key!r} is set by satseq compare"
+                                  + (f" (use '{instead}' in the comparison file)" if instead else ""))
+    for i, run in enumerate(spec.runs):
+        try:
+            load_config(run.config, run_overrides(spec, run, spec.seeds[0], output_dir))
+        except ConfigError as e:
+            raise ConfigError(f"{_where(src, f'runs.{i}', lines)}: run {run.name!r}: {e}") from None

@@ -1,0 +1,190 @@
+"""`satseq compare`: the YAML's one-line errors, a tiny comparison end to end (comparison.md / .png),
+nothing redone on a second call, a killed comparison resumed exactly, and the trivial baselines
+against hand-computed cases."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from satseq.compare.baselines import coach_baselines, judged_attempts, verifier_baselines, verifier_stats
+from satseq.compare.runner import BudgetStop, training_summary
+from satseq.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _spec(tiny_dir, out, budget="tokens: 60", runs=None) -> str:
+    runs = runs or ["{name: grpo, method: grpo}", "{name: sat_seq, method: sat_seq}"]
+    return "\n".join([
+        f"output_dir: {out}",
+        f"budget: {{{budget}}}",
+        "seeds: [0]",
+        "threads: 1",
+        "curve_every: 1",
+        f"common: [model.path={tiny_dir}, trainer.train_batch_size=2, sat_seq.group_size=2, grpo.group_size=2,",
+        "         rollout.max_new_tokens=6, data.train_size=16, data.eval_size=4]",
+        "eval: {problems: 4, n: 2, k: 2}",
+        "runs:",
+        *[f"  - {r}" for r in runs]]) + "\n"
+
+
+def _compare(args, env=None):
+    env = dict(os.environ, **(env or {}))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return subprocess.run([sys.executable, "-m", "satseq.cli", "compare", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+# ------------------------------------------------------------------------------ YAML errors
+BAD = [
+    ("budget: {tokens: 10, seconds: 5}\nruns: [{name: a, method: grpo}]\n", ":1: key 'budget': give exactly one"),
+    ("runs: [{name: a, method: grpo}]\n", "key 'budget': required key missing"),
+    ("budget: {tokens: 10}\nrunz: []\nruns: [{name: a, method: grpo}]\n", ":2: key 'runz': unknown key"),
+    ("budget: {tokens: 10}\nruns:\n  - {name: a, method: grpo}\n  - {name: a, method: sat_seq}\n",
+     "run name 'a' appears twice"),
+    ("budget: {tokens: 10}\neval: {n: 2, k: 4}\nruns: [{name: a, method: grpo}]\n", ":2: key 'eval': eval.k (4)"),
+    ("budget: {tokens: 10}\nruns:\n  - {name: a, method: grpo}\n  - {name: b, method: nosuch}\n",
+     ":4: run 'b': "),
+    ("budget: {tokens: 10}\nruns:\n  - name: a\n    method: grpo\n    overrides: [grpo.lrr=1]\n",
+     ":3: run 'a': unknown config key 'grpo.lrr'"),
+    ("budget: {tokens: 10}\nruns:\n  - name: a\n    method: grpo\n    overrides: [seed=3]\n",
+     ":5: 'seed' is set by satseq compare (use 'seeds'"),
+    ("budget: {tokens: 10}\nruns:\n  - {name: a/b, method: grpo}\n", ":3: key 'runs.0.name'"),
+    ("budget: {tokens: 10}\nbudget: {seconds: 1}\nruns: [{name: a, method: grpo}]\n", ":2: duplicate key"),
+    ("budget: {tokens: -1}\nruns: [{name: a, method: grpo}]\n", ":1: key 'budget.tokens'"),
+]
+
+
+@pytest.mark.parametrize("text,expected", BAD)
+def test_bad_comparison_file_is_one_line_naming_line_or_key(tmp_path, text, expected):
+    from satseq.compare.cli import run_comparison
+
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        run_comparison(f, tmp_path / "out", console=lambda *a: None, progress=False)
+    assert expected in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "out").exists()  # nothing runs before the whole file is valid
+
+
+def test_cli_error_exit_status_and_missing_output_dir(tmp_path):
+    from typer.testing import CliRunner
+
+    from satseq.cli import app
+
+    f = tmp_path / "c.yaml"
+    f.write_text("budget: {seconds: 5}\nruns: [{name: a, method: grpo}]\n")
+    r = CliRunner().invoke(app, ["compare", str(f)])
+    assert r.exit_code == 2 and "no output directory" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["compare", str(tmp_path / "nope.yaml")])
+    assert r.exit_code == 2 and "comparison file not found" in r.output
+
+
+# ------------------------------------------------------------------------------- end to end
+@pytest.fixture(scope="module")
+def compared(tiny_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("compare")
+    f = tmp / "c.yaml"
+    f.write_text(_spec(tiny_dir, tmp / "out"))
+    r = _compare([str(f), "--no_progress"])
+    assert r.returncode == 0, r.stderr
+    return tmp, f, r
+
+
+def test_compare_writes_table_and_figure(compared):
+    tmp, _, r = compared
+    out = tmp / "out"
+    md = (out / "comparison.md").read_text()
+    assert (out / "comparison.png").read_bytes()[:4] == b"\x89PNG"
+    for row in ("| **grpo** (grpo) |", "| **sat_seq** (sat_seq) |", "| ↳ warm start |",
+                "| ↳ best-of-2 of the warm start (pass@2) |", "60 generated tokens"):
+        assert row in md, row
+    data = json.loads((out / "comparison.json").read_text())
+    for name in ("grpo", "sat_seq"):
+        (res,) = data["runs"][name]
+        assert res["tokens"] >= 60 and res["budget_reached"]  # stopped at the first stage past the budget
+        rows = [json.loads(x) for x in (out / f"{name}_seed0" / "metrics.jsonl").read_text().splitlines()]
+        assert sum(x["rollout/generated_tokens"] for x in rows[:-1]) < 60 <= res["tokens"]
+        assert res["eval"]["n_problems"] == 4 and len(res["curve"]["acc"]) == res["stages"]
+        assert (out / f"{name}_seed0" / f"{'policy' if name == 'grpo' else 'agent_1'}_stage_{res['stages']}").is_dir()
+    # each warm start is a stage-0 run of its method: the relay methods' is three agents, GRPO's one
+    assert Path(data["warm_start"]["grpo"]["dir"], "policy_stage_0").is_symlink()
+    assert {p.name for p in Path(data["warm_start"]["sat_seq"]["dir"]).glob("agent_*_stage_0")} == \
+        {"agent_1_stage_0", "agent_2_stage_0", "agent_3_stage_0"}
+
+
+def test_second_call_redoes_nothing(compared):
+    tmp, f, _ = compared
+    out = tmp / "out"
+    watched = [out / "grpo_seed0" / "metrics.jsonl", out / "sat_seq_seed0" / "compare_result.json",
+               out / "evals" / "grpo_seed0" / "predictions.jsonl"]
+    before = [p.stat().st_mtime_ns for p in watched]
+    r = _compare([str(f), "--no_progress"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("done earlier, not redone") == 2
+    assert [p.stat().st_mtime_ns for p in watched] == before
+
+
+def test_killed_comparison_resumes_exactly(compared, tiny_dir, tmp_path):
+    tmp, _, _ = compared
+    f = tmp_path / "c.yaml"
+    f.write_text(_spec(tiny_dir, tmp_path / "out", runs=["{name: grpo, method: grpo}"]))
+    r = _compare([str(f), "--no_progress"], env={"SATSEQ_KILL_AT_STAGE": "1"})
+    assert r.returncode != 0 and not (tmp_path / "out" / "comparison.md").exists()
+    r = _compare([str(f), "--no_progress"])
+    assert r.returncode == 0, r.stderr
+    assert "resuming after 1 logged stages" in r.stdout
+
+    def rows(d):
+        return [{k: v for k, v in json.loads(x).items() if not k.startswith("time/")}
+                for x in (d / "grpo_seed0" / "metrics.jsonl").read_text().splitlines()]
+
+    assert rows(tmp_path / "out") == rows(tmp / "out")  # the same run as the uninterrupted one
+    f.write_text(_spec(tiny_dir, tmp_path / "out", budget="tokens: 90", runs=["{name: grpo, method: grpo}"]))
+    r = _compare([str(f), "--no_progress"])
+    assert r.returncode == 2 and "made with other settings" in r.stderr
+
+
+# ---------------------------------------------------------------------------- the baselines
+def test_constant_verifiers_by_hand():
+    pairs = [(True, "correct"), (True, "wrong"), (True, "correct"), (False, "wrong"), (False, None)]
+    v = verifier_stats(pairs)
+    assert v["correct_recall"] == pytest.approx(2 / 3) and v["wrong_recall"] == pytest.approx(1 / 2)
+    assert v["balanced_accuracy"] == pytest.approx((2 / 3 + 1 / 2) / 2) and v["accuracy"] == pytest.approx(3 / 5)
+    row = {"pag_roles": [["policy", "verifier"], ["policy", "verifier", "policy", "verifier"]],
+           "verdicts": [["correct"], ["wrong", "correct"]], "verifier_correct": [[True], [True, False]],
+           "turn1_correct": [True, False], "correct": [True, False]}
+    assert list(judged_attempts(row)) == [(True, "correct"), (False, "wrong"), (False, "correct")]
+    b = verifier_baselines([row])
+    assert b["trained"]["accuracy"] == pytest.approx(2 / 3) and b["trained"]["balanced_accuracy"] == pytest.approx(0.75)
+    always_correct, always_wrong = b["always_correct"], b["always_wrong"]
+    assert always_correct["balanced_accuracy"] == 0.5 and always_wrong["balanced_accuracy"] == 0.5
+    assert always_correct["wrong_recall"] == 0 and always_wrong["wrong_recall"] == 1
+    assert always_correct["accuracy"] == pytest.approx(1 / 3) and always_wrong["accuracy"] == pytest.approx(2 / 3)
+    assert verifier_stats([(True, "correct")])["balanced_accuracy"] is None  # no wrong attempt: undefined
+
+
+def test_coach_alone_and_copying_the_coach_by_hand():
+    rows = [{"coach_answers": ["5", None], "coach_correct": [True, False], "turn1_correct": [False, True]},
+            {"coach_answers": ["7", "8"], "coach_correct": [False, False], "turn1_correct": [True, True]}]
+    b = coach_baselines(rows)
+    assert b["coach_alone"]["mean"] == pytest.approx(0.25)  # problems: 1/2 and 0/2
+    assert b["copy_coach"]["mean"] == pytest.approx(0.5)  # 1 (coach right) + 1 (no coach answer: turn 1 right), 0
+    assert b["copy_coach"]["se"] == pytest.approx(0.5)  # std of (1, 0) / sqrt(2)
+
+
+def test_budget_stop_counts_stages_logged_before_a_resume(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "rollout/generated_tokens": 10,
+                                                                 "time/stage": 1.0}) + "\n" for s in range(3)))
+    stop = BudgetStop(tmp_path, "tokens", 45)
+    assert stop(3, {"rollout/generated_tokens": 10}) is False  # 40
+    assert stop(4, {"rollout/generated_tokens": 10}) is True  # 50 >= 45
+    assert BudgetStop(tmp_path, "seconds", 2.5)(1, {"time/stage": 2.0}) is True  # row 0 (1 s) + 2 s
+    rows = [{"step": 0, "rollout/generated_tokens": 5, "rollout/generated_samples": 2, "time/stage": 1.0},
+            {"step": 1, "rollout/generated_tokens": 5, "rollout/generated_samples": 2, "time/stage": 1.0,
+             "eval/policy/accuracy": 0.5}]
+    s = training_summary(rows, "tokens", 10)
+    assert s["budget_reached"] and s["curve"] == {"samples": [4.0], "tokens": [10.0], "seconds": [2.0], "acc": [0.5]}
