@@ -185,6 +185,9 @@ def read_spec(path: str | Path) -> tuple[CompareSpec, dict[str, int]]:
     except ValidationError as e:
         raise ConfigError(_validation_line(e, str(p), lines)) from None
     spec.source = str(p)
+    for run in spec.runs:  # a config file: from the working directory, else next to the comparison file
+        if run.config and not Path(run.config).expanduser().exists() and (p.parent / run.config).exists():
+            run.config = str(p.parent / run.config)
     return spec, lines
 
 
