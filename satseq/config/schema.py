@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from satseq.config.section import KLEstimator, Section
 from satseq.methods.apo.config import APOConfig
@@ -59,8 +59,21 @@ class DataConfig(Section):
     train_size: int = Field(4096, ge=1, description="number of training problems used (or generated)")
     eval_size: int = Field(200, ge=1, description="number of evaluation problems used (or generated)")
     data_dir: Optional[str] = Field(None, description="local directory searched for named datasets (None = default cache)")
+    prompt_template: str = Field(
+        "boxed", description='how a problem becomes the first prompt of a real model: boxed = the problem + "Please reason step by step, and put your final answer within \\boxed{}." in the chat template (model.chat_template decides); chat = the problem alone as the user message of the tokenizer\'s chat template; raw = the problem text exactly, no template, no instruction; or a custom template containing {problem} (then model.chat_template decides). The embedded task\'s fixed-length prompts ignore it')
     embedded_task: Literal["default", "chain"] = Field(
         "default", description="what `embedded` means for data.train/data.eval/model.path: default = the method's own task and warm start; chain = the three-stage relay task where a later agent builds on an earlier one's answer (satseq/data/relay_chain.py)")
+
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _check_template(cls, t: str) -> str:
+        from satseq.workflows.prompts import PROMPT_TEMPLATES
+
+        if t not in PROMPT_TEMPLATES and "{problem}" not in t:
+            raise ValueError(f"expected one of {', '.join(PROMPT_TEMPLATES)} or a template containing "
+                             f"{{problem}}, got {t!r}")
+        return t
 
 
 # ------------------------------------------------------------------------------------- rollout

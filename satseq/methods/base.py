@@ -102,7 +102,8 @@ class Method:
         from satseq.workflows.prompts import make_format
 
         return make_format(kind, tokenizer, chat_template=cfg.model.chat_template,
-                           show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget)
+                           show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget,
+                           template=cfg.data.prompt_template)
 
     def default_max_new_tokens(self, cfg) -> int:
         return cfg.rollout.max_new_tokens

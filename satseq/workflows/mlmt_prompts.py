@@ -32,8 +32,8 @@ class EmbeddedMLMTFormat(EmbeddedFormat):
 
 class ChatMLMTFormat(ChatFormat):
     def __init__(self, tokenizer, *, use_chat_template: bool = True, attempt_budget: int = 4000,
-                 feedback_budget: int = 2000):
-        super().__init__(tokenizer, use_chat_template=use_chat_template)
+                 feedback_budget: int = 2000, template: str = "boxed"):
+        super().__init__(tokenizer, use_chat_template=use_chat_template, template=template)
         self.attempt_budget = attempt_budget
         self.feedback_budget = feedback_budget
 
@@ -51,8 +51,8 @@ class ChatMLMTFormat(ChatFormat):
         return self._wrap("\n\n".join(parts))
 
 
-def make_mlmt_format(kind: str, tokenizer, *, chat_template: str = "auto"):
+def make_mlmt_format(kind: str, tokenizer, *, chat_template: str = "auto", template: str = "boxed"):
     """``"embedded"`` -> :class:`EmbeddedMLMTFormat`; anything else -> :class:`ChatMLMTFormat`."""
     if kind == "embedded":
         return EmbeddedMLMTFormat(tokenizer)
-    return ChatMLMTFormat(tokenizer, use_chat_template=chat_template != "never")
+    return ChatMLMTFormat(tokenizer, use_chat_template=chat_template != "never", template=template)

@@ -81,8 +81,8 @@ class ChatPAGFormat(ChatFormat):
     """Chat-template prompts; attempts and verifications are shown by their last ``*_budget`` characters."""
 
     def __init__(self, tokenizer, *, use_chat_template: bool = True, attempt_budget: int = 4000,
-                 verification_budget: int = 2000):
-        super().__init__(tokenizer, use_chat_template=use_chat_template)
+                 verification_budget: int = 2000, template: str = "boxed"):
+        super().__init__(tokenizer, use_chat_template=use_chat_template, template=template)
         self.attempt_budget = attempt_budget
         self.verification_budget = verification_budget
 
@@ -103,9 +103,9 @@ class ChatPAGFormat(ChatFormat):
 
 
 def make_pag_format(kind: str, tokenizer, *, chat_template: str = "auto", attempt_budget: int = 4000,
-                    verification_budget: int = 2000):
+                    verification_budget: int = 2000, template: str = "boxed"):
     """``"embedded"`` -> :class:`EmbeddedPAGFormat`; anything else -> :class:`ChatPAGFormat`."""
     if kind == "embedded":
         return EmbeddedPAGFormat(tokenizer)
     return ChatPAGFormat(tokenizer, use_chat_template=chat_template != "never", attempt_budget=attempt_budget,
-                         verification_budget=verification_budget)
+                         verification_budget=verification_budget, template=template)

@@ -2,13 +2,24 @@
 
 Two formats: ``embedded`` for the built-in arithmetic task (fixed-length prompts, see
 :mod:`satseq.data.arithmetic`) and ``chat`` for real instruction models (the tokenizer's chat
-template, the usual "put your final answer within \\boxed{}" instruction).
+template and, by default, the usual "put your final answer within \\boxed{}" instruction;
+``data.prompt_template`` chooses ``boxed``, ``chat``, ``raw`` or a custom ``{problem}`` template).
 """
 from __future__ import annotations
 
 from satseq.data import arithmetic
 
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+PROMPT_TEMPLATES = ("boxed", "chat", "raw")  # or a custom template containing {problem} (data.prompt_template)
+
+
+def render_problem(template: str, problem: str) -> str:
+    """The user text of a first turn under ``data.prompt_template`` (before any chat template)."""
+    if template == "boxed":
+        return f"{problem}\n\n{BOXED_INSTRUCTION}"
+    if template in ("chat", "raw"):
+        return problem
+    return template.replace("{problem}", problem)  # not str.format: templates may contain \boxed{}
 
 
 class EmbeddedFormat:
@@ -31,9 +42,16 @@ class ChatFormat:
     name = "chat"
 
     def __init__(self, tokenizer, *, use_chat_template: bool = True, show_responses: bool = False,
-                 response_budget: int = 200):
+                 response_budget: int = 200, template: str = "boxed"):
         self.tokenizer = tokenizer
-        self.use_chat_template = use_chat_template and getattr(tokenizer, "chat_template", None) is not None
+        has_template = getattr(tokenizer, "chat_template", None) is not None
+        if template == "chat" and not has_template:
+            from satseq.errors import ConfigError
+
+            raise ConfigError("data.prompt_template=chat: this tokenizer has no chat template "
+                              "(use raw, boxed or a custom template with {problem})")
+        self.template = template
+        self.use_chat_template = has_template and (template == "chat" or (use_chat_template and template != "raw"))
         self.show_responses = show_responses
         self.response_budget = response_budget
 
@@ -44,13 +62,15 @@ class ChatFormat:
         return text if len(text) <= budget else "..." + text[-budget:]
 
     def _wrap(self, user: str) -> str:
+        if self.template == "raw":
+            return user
         if not self.use_chat_template:
             return user + "\n"
         return self.tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
                                                   add_generation_prompt=True)
 
     def single(self, problem: str) -> str:
-        return self._wrap(f"{problem}\n\n{BOXED_INSTRUCTION}")
+        return self._wrap(render_problem(self.template, problem))
 
     def relay(self, problem: str, previous: list[tuple[str | None, str]]) -> str:
         if not previous:
@@ -59,16 +79,19 @@ class ChatFormat:
         for k, (ans, resp) in enumerate(previous, start=1):
             shown = resp[-self.response_budget:] if self.show_responses else (ans if ans is not None else "(no answer)")
             lines.append(f"Agent {k}: {shown}")
-        return self._wrap(f"{problem}\n\nEarlier agents answered (they may be wrong):\n" + "\n".join(lines)
-                          + f"\n\n{BOXED_INSTRUCTION}")
+        earlier = "\n\nEarlier agents answered (they may be wrong):\n" + "\n".join(lines)
+        if self.template == "boxed":
+            return self._wrap(f"{problem}{earlier}\n\n{BOXED_INSTRUCTION}")
+        return self._wrap(render_problem(self.template, problem) + earlier)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def make_format(kind: str, tokenizer, *, chat_template: str = "auto", show_previous: str = "answers",
-                previous_budget: int = 200):
+                previous_budget: int = 200, template: str = "boxed"):
     if kind == "embedded":
         return EmbeddedFormat(tokenizer)
     return ChatFormat(tokenizer, use_chat_template=chat_template != "never",
-                      show_responses=show_previous == "responses", response_budget=previous_budget)
+                      show_responses=show_previous == "responses", response_budget=previous_budget,
+                      template=template)

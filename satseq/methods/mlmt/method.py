@@ -49,7 +49,8 @@ class MLMT(Method):
     def prompt_format(self, kind, tokenizer, cfg):
         from satseq.workflows.mlmt_prompts import make_mlmt_format
 
-        return make_mlmt_format(kind, tokenizer, chat_template=cfg.model.chat_template)
+        return make_mlmt_format(kind, tokenizer, chat_template=cfg.model.chat_template,
+                                template=cfg.data.prompt_template)
 
     def embedded_task(self, seed: int = 0):
         from satseq.data.sum_of_three import SumOfThreeTask

@@ -32,7 +32,8 @@ class PAG(Method):
     def prompt_format(self, kind, tokenizer, cfg):
         from satseq.workflows.pag_prompts import make_pag_format
 
-        return make_pag_format(kind, tokenizer, chat_template=cfg.model.chat_template)
+        return make_pag_format(kind, tokenizer, chat_template=cfg.model.chat_template,
+                               template=cfg.data.prompt_template)
 
     def ensure_warm_start(self, output_dir, **kw):
         from satseq.methods.pag.warm_start import ensure_multiturn_warm_start

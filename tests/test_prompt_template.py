@@ -1,0 +1,66 @@
+"""data.prompt_template: boxed (default), chat, raw, or a custom {problem} template."""
+import pytest
+
+from satseq.errors import ConfigError
+from satseq.workflows.prompts import BOXED_INSTRUCTION, make_format
+
+JINJA = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}<|assistant|>"
+
+
+@pytest.fixture()
+def tok():
+    from satseq.models.tiny import build_char_tokenizer
+
+    t = build_char_tokenizer()
+    t.chat_template = JINJA
+    return t
+
+
+def fmt(tok, template, chat_template="auto"):
+    return make_format("chat", tok, chat_template=chat_template, template=template)
+
+
+def test_boxed_is_todays_default(tok):
+    assert fmt(tok, "boxed").single("2+2?") == f"<|user|>2+2?\n\n{BOXED_INSTRUCTION}<|end|><|assistant|>"
+    assert fmt(tok, "boxed", "never").single("2+2?") == f"2+2?\n\n{BOXED_INSTRUCTION}\n"
+
+
+def test_raw_is_the_problem_text_exactly(tok):
+    f = fmt(tok, "raw")
+    assert f.single("Q: 2+2=") == "Q: 2+2="
+    assert f.relay("Q: 2+2=", [("4", "x")]) == "Q: 2+2=\n\nEarlier agents answered (they may be wrong):\nAgent 1: 4"
+
+
+def test_chat_wraps_the_problem_alone_even_when_chat_template_never(tok):
+    assert fmt(tok, "chat").single("2+2?") == "<|user|>2+2?<|end|><|assistant|>"
+    assert fmt(tok, "chat", "never").single("2+2?") == "<|user|>2+2?<|end|><|assistant|>"
+
+
+def test_custom_template_keeps_other_braces(tok):
+    f = fmt(tok, "Question: {problem}\nAnswer in \\boxed{}.", "never")
+    assert f.single("2+2?") == "Question: 2+2?\nAnswer in \\boxed{}.\n"
+
+
+def test_chat_without_a_chat_template_is_a_config_error():
+    from satseq.models.tiny import build_char_tokenizer
+
+    with pytest.raises(ConfigError, match="prompt_template=chat"):
+        make_format("chat", build_char_tokenizer(), template="chat")
+
+
+def test_config_validates_the_key():
+    from satseq.config import load_config
+
+    assert load_config(None, ["data.prompt_template=raw"]).data.prompt_template == "raw"
+    assert load_config(None, ["data.prompt_template=Q: {problem} A:"]).data.prompt_template == "Q: {problem} A:"
+    with pytest.raises(ConfigError, match="data.prompt_template.*raw"):
+        load_config(None, ["data.prompt_template=rawish"])
+
+
+def test_methods_pass_the_template_to_their_formats(tok):
+    from satseq.config import load_config
+    from satseq.registry import get_method
+
+    for method in ("sat_seq", "grpo", "pag", "mlmt"):
+        cfg = load_config(None, [f"method={method}", "data.prompt_template=raw"])
+        assert get_method(method).prompt_format("chat", tok, cfg).single("7*6=") == "7*6="
