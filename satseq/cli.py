@@ -77,7 +77,9 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
 @app.command()
 @user_errors
 def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm start goes to OUT/embedded/"),
-        steps: int = typer.Option(400, help="SFT optimizer steps"),
+        steps: Optional[int] = typer.Option(None, help="a fixed number of SFT steps (cosine schedule) instead of "
+                                                 "training to the validation target"),
+        target: float = typer.Option(0.85, help="careful-chain validation accuracy that ends the constant-lr phase"),
         batch_size: int = typer.Option(64), lr: float = typer.Option(2e-3),
         seed: int = typer.Option(0), threads: int = typer.Option(0, help="torch threads (0 = all cores)"),
         force: bool = typer.Option(False, help="rebuild even if it exists")):
@@ -86,15 +88,18 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
 
     import torch
 
-    from satseq.models.warm_start import ensure_warm_start, warm_start_dir
-    from satseq.models.sft import SFTConfig
+    from dataclasses import replace
+
+    from satseq.models.warm_start import base_sft_config, ensure_warm_start, warm_start_dir
 
     if threads:
         torch.set_num_threads(threads)
     if force and warm_start_dir(out, seed).exists():
         shutil.rmtree(warm_start_dir(out, seed))
-    d = ensure_warm_start(out, seed=seed, cfg=SFTConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed),
-                          console=typer.echo)
+    cfg = replace(base_sft_config(seed), batch_size=batch_size, lr=lr, target=target)
+    if steps is not None:
+        cfg = replace(cfg, steps=steps, target=None)
+    d = ensure_warm_start(out, seed=seed, cfg=cfg, console=typer.echo)
     typer.echo(f"warm start: {d}")
 
 

@@ -1,14 +1,26 @@
 """Supervised warm start (SFT): next-token cross-entropy on completions only.
 
-``L = −(1/N) Σ_{completion tokens} log π(y_t | x, y_<t)`` (token mean over the batch), AdamW with
-a linear warm-up and cosine decay. Batches use the same padding layout as rollouts and RL
-(:mod:`satseq.rollout.padding`), so positions match what the policy later sees.
+``L = −(1/N) Σ_{completion tokens} log π(y_t | x, y_<t)`` (token mean over the batch), AdamW.
+
+Two schedules:
+
+* fixed length (``target=None``): linear warm-up, then cosine decay to 0 at ``steps``;
+* trained to a validation target (``target`` set, with a ``validate(model) -> float`` callback):
+  linear warm-up, constant ``lr`` until ``validate`` reaches ``target`` (checked every
+  ``check_every`` steps, at most ``steps − cooldown_steps`` steps), then a cosine cool-down of
+  ``cooldown_steps`` to 0. The run stops where the model *is* (a measured skill), not at a step count
+  that lands a fast and a slow floating-point trajectory in different regimes
+  (docs/embedded_default.md, "A warm start that reproduces").
+
+Batches use the same padding layout as rollouts and RL (:mod:`satseq.rollout.padding`), so positions
+match what the policy later sees.
 """
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import torch
 
@@ -18,43 +30,85 @@ from satseq.utils.progress import progress_bar
 
 @dataclass
 class SFTConfig:
-    steps: int = 400
+    steps: int = 400  # fixed length; with a target, the cap (cool-down included)
     batch_size: int = 64
     lr: float = 2e-3
     warmup_steps: int = 20
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     seed: int = 0
+    target: Optional[float] = None  # validation score that ends the constant-lr phase
+    check_every: int = 50
+    cooldown_steps: int = 150
+
+
+@dataclass
+class SFTResult:
+    losses: list[float]
+    checks: list[dict] = field(default_factory=list)  # {"step", "score", "phase"} per validation
+    steps: int = 0
+    reached_target: Optional[bool] = None  # None without a target
 
 
 def cosine_lr(step: int, cfg: SFTConfig) -> float:
+    """Fixed-length schedule: linear warm-up over ``warmup_steps``, cosine decay to 0 at ``steps``."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
+def target_lr(step: int, cfg: SFTConfig, cooldown_from: Optional[int]) -> float:
+    """Target schedule: warm-up, constant ``lr``, then cosine to 0 over ``cooldown_steps`` from ``cooldown_from``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cooldown_from is None or step < cooldown_from:
+        return cfg.lr
+    progress = (step - cooldown_from) / max(1, cfg.cooldown_steps)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
 def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *, device="cpu",
-            show_progress: bool = True, log=None) -> list[float]:
+            show_progress: bool = True, log=None, validate: Callable[[object], float] | None = None) -> SFTResult:
     """Train ``model`` in place on (prompt, completion) pairs; an EOS token ends each completion."""
+    if cfg.target is not None and validate is None:
+        raise ValueError("SFTConfig.target needs a validate(model) callback")
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     enc = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     data = [(enc(p), enc(c) + [tokenizer.eos_token_id]) for p, c in examples]
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
-    model.train()
-    losses: list[float] = []
+    res = SFTResult(losses=[])
+    targeted = cfg.target is not None
+    cooldown_from: Optional[int] = None
+    end = cfg.steps
     order: list[int] = []
+
+    def check(step: int, phase: str) -> float:
+        model.eval()
+        score = float(validate(model))
+        model.train()
+        res.checks.append({"step": step, "score": score, "phase": phase})
+        return score
+
+    model.train()
     with progress_bar(cfg.steps, "SFT warm start", enabled=show_progress) as bar:
-        for step in range(cfg.steps):
+        step = 0
+        while step < end:
+            if targeted and cooldown_from is None:
+                last_chance = step >= cfg.steps - cfg.cooldown_steps
+                if last_chance or (step > 0 and step % cfg.check_every == 0 and check(step, "constant") >= cfg.target):
+                    cooldown_from, end = step, step + cfg.cooldown_steps
+                    res.reached_target = not last_chance
             if len(order) < cfg.batch_size:
                 more = list(range(len(data)))
                 rng.shuffle(more)
                 order.extend(more)
             batch = [data[i] for i in order[: cfg.batch_size]]
             del order[: cfg.batch_size]
+            lr = target_lr(step, cfg, cooldown_from) if targeted else cosine_lr(step, cfg)
             for g in opt.param_groups:
-                g["lr"] = cosine_lr(step, cfg)
+                g["lr"] = lr
             lp, mask = response_logprobs(model, [p for p, _ in batch], [c for _, c in batch],
                                          tokenizer.pad_token_id, device=device)
             loss = -(lp * mask).sum() / mask.sum()
@@ -62,9 +116,13 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
-            losses.append(float(loss.detach()))
-            if log is not None and (step % 50 == 0 or step == cfg.steps - 1):
-                log({"sft/loss": float(loss), "sft/lr": cosine_lr(step, cfg)}, step)
-            bar.advance(1, loss=f"{losses[-1]:.3f}")
+            res.losses.append(float(loss.detach()))
+            if log is not None and (step % 50 == 0 or step == end - 1):
+                log({"sft/loss": res.losses[-1], "sft/lr": lr}, step)
+            step += 1
+            bar.advance(1, loss=f"{res.losses[-1]:.3f}")
+        if targeted:
+            check(step, "final")
+    res.steps = step
     model.eval()
-    return losses
+    return res
