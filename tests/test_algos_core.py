@@ -291,3 +291,50 @@ def test_gspo_matches_sequence_level_formula():
     (g2,) = torch.autograd.grad(ref, logp)
     assert torch.allclose(g1, g2)
     assert 0.0 < met["clipfrac"] < 1.0  # the test exercises both branches
+
+
+def _pg_setup(tiny, n=6):
+    import copy
+
+    from satseq.models.agents import AgentPool
+    from satseq.update.batch import TurnBatch
+
+    model, tok = copy.deepcopy(tiny[0]), tiny[1]
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 90, (5,), generator=g).tolist() for _ in range(n)]
+    responses = [torch.randint(3, 90, (3 + i % 3,), generator=g).tolist() for i in range(n)]
+    batch = TurnBatch(prompts, responses, torch.arange(n), torch.linspace(-1, 1, n), [[0.0] * len(r) for r in responses])
+    return AgentPool.full(["a"], [model], tok), batch
+
+
+
+def _run_pg(tiny, monkeypatch, *, mini_batch_size, force_old=False):
+    import satseq.update.clipped_pg as cpg
+
+    pool, batch = _pg_setup(tiny)
+    calls = []
+    real = cpg.batch_logprobs
+    monkeypatch.setattr(cpg, "batch_logprobs", lambda *a, **k: calls.append(k.get("grad", False)) or real(*a, **k))
+    if force_old:
+        monkeypatch.setattr(cpg, "is_on_policy", lambda s, n: False)
+    opt = torch.optim.SGD(pool.parameters("a"), lr=0.5)
+    s = cpg.PGSettings(epochs=1, mini_batch_size=mini_batch_size)
+    cpg.clipped_pg_update(pool, "a", opt, batch, s, generator=torch.Generator().manual_seed(1), device="cpu")
+    monkeypatch.undo()
+    return calls, [p.detach().clone() for p in pool.parameters("a")]
+
+
+def test_on_policy_update_skips_the_old_logprob_forward_and_matches_the_two_pass_update(tiny, monkeypatch):
+    """One epoch in one mini-batch: one forward (the grad pass) instead of two, the same update."""
+    calls, fast = _run_pg(tiny, monkeypatch, mini_batch_size=8)
+    assert calls == [True]
+    calls, ref = _run_pg(tiny, monkeypatch, mini_batch_size=8, force_old=True)
+    assert calls == [False, True]
+    assert any(float((a - b.detach()).abs().max()) > 0 for a, b in zip(fast, _pg_setup(tiny)[0].parameters("a")))  # moved
+    for a, b in zip(fast, ref):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0)
+
+
+def test_two_mini_batches_keep_the_old_logprob_forward(tiny, monkeypatch):
+    calls, _ = _run_pg(tiny, monkeypatch, mini_batch_size=3)
+    assert calls == [False, True, True]

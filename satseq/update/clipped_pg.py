@@ -9,7 +9,8 @@ to the loss as its KL term when ``kl_coef > 0``. With ``seq-mean-token-sum-norm`
 budget ``rollout.max_new_tokens``) and averaged over a full mini-batch: ``norm_const =
 norm_tokens · min(mini_batch_size, len(batch))``, the same for every mini-batch. ``old``
 log-probs are recomputed once before the first step (the engine's behaviour log-probs are only a
-cross-check).
+cross-check), except when one epoch fits in one mini-batch: then the data is on-policy, the grad
+pass's detached log-probs are the old ones and the extra forward is skipped.
 """
 from __future__ import annotations
 
@@ -45,6 +46,13 @@ class PGSettings:
                    norm_tokens=cfg.rollout.max_new_tokens)
 
 
+def is_on_policy(s: PGSettings, n: int) -> bool:
+    """One epoch in one mini-batch: every step's data comes from the current policy, so the ratio is
+    exactly 1 and the grad pass's detached log-probs are the old ones (the no-grad forward is skipped,
+    as TRL does)."""
+    return s.epochs == 1 and n <= s.mini_batch_size
+
+
 def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnBatch, s: PGSettings, *,
                       generator: torch.Generator, device, reference: str | None = None) -> dict:
     """Update agent ``agent`` on ``batch``; ``reference`` names whose reference the KL term uses
@@ -54,7 +62,7 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
     loss_fn = get_loss(s.loss)
     pad_id = pool.tokenizer.pad_token_id
     model = pool.module(agent)
-    old_lp, _ = batch_logprobs(model, batch, pad_id, temperature=s.temperature, device=device)
+    old_lp = None if is_on_policy(s, len(batch)) else batch_logprobs(model, batch, pad_id, temperature=s.temperature, device=device)[0]
     ref_lp = None
     if s.kl_coef > 0:
         ref_lp = reference_logprobs(pool, reference or agent, batch, temperature=s.temperature, device=device)
@@ -69,7 +77,8 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
                                    chunk=len(mb))
             w = lp.shape[1]
             kl = kl_penalty(lp, ref_lp[idx][:, :w], "k3") if ref_lp is not None else None
-            loss, lm = loss_fn(lp, old_lp[idx][:, :w], mb.advantages.to(lp.device), m, clip_low=s.clip_low,
+            old = lp.detach() if old_lp is None else old_lp[idx][:, :w]
+            loss, lm = loss_fn(lp, old, mb.advantages.to(lp.device), m, clip_low=s.clip_low,
                                clip_high=s.clip_high, agg_mode=s.agg_mode, kl=kl, beta=s.kl_coef, **extra)
             if kl is not None:
                 kls.append(lm["kl"])
