@@ -80,3 +80,28 @@ def test_top_p_keeps_only_the_nucleus():
     tok, _ = sample_next(logits, SamplingParams(), gen)
     freq = torch.bincount(tok, minlength=4).float() / len(tok)
     assert torch.allclose(freq, torch.tensor([0.6, 0.3, 0.05, 0.05]), atol=0.04)
+
+
+def test_prefill_projects_only_the_last_position_and_samples_the_same(tiny, monkeypatch):
+    """logits_to_keep=1 in the prefill: the logits tensor is [B, 1, V], and the generations are the
+    same as with the full [B, T, V] projection."""
+    import satseq.rollout.hf_engine as hfe
+    from satseq.rollout.hf_engine import HFEngine
+    from satseq.rollout.types import SamplingParams
+
+    model, tok = tiny
+    prompts = [tok("123+456=", add_special_tokens=False)["input_ids"], tok("9+9=", add_special_tokens=False)["input_ids"]]
+    shapes = []
+    hook = model.register_forward_hook(lambda m, a, out: shapes.append(tuple(out.logits.shape)))
+    try:
+        sp = SamplingParams(max_new_tokens=6, temperature=1.0)
+        fast = HFEngine(tok).generate(model, prompts, sp, torch.Generator().manual_seed(3))
+        monkeypatch.setattr(hfe, "last_logits_only", lambda m: {})
+        shapes_fast, shapes[:] = list(shapes), []
+        full = HFEngine(tok).generate(model, prompts, sp, torch.Generator().manual_seed(3))
+    finally:
+        hook.remove()
+    assert shapes_fast[0] == (2, 1, len(tok)) and shapes[0] == (2, len(prompts[0]), len(tok))
+    assert [g.response_ids for g in fast] == [g.response_ids for g in full]
+    for a, b in zip(fast, full):
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-5

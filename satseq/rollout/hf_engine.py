@@ -11,6 +11,8 @@ Sampling uses inverse-CDF with one uniform per row, which is exact and much chea
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 from transformers import DynamicCache
 
@@ -42,6 +44,19 @@ def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
+def last_logits_only(model) -> dict:
+    """``{"logits_to_keep": 1}`` where the model's forward takes it (transformers ≥ 4.49): the prefill
+    then projects only the last prompt position onto the vocabulary instead of every position."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    key = type(base)
+    if key not in _KEEPS_LOGITS:
+        _KEEPS_LOGITS[key] = "logits_to_keep" in inspect.signature(base.forward).parameters
+    return {"logits_to_keep": 1} if _KEEPS_LOGITS[key] else {}
+
+
+_KEEPS_LOGITS: dict[type, bool] = {}
+
+
 class HFEngine:
     """Batched generation for any ``transformers`` causal LM (CPU or GPU)."""
 
@@ -68,7 +83,7 @@ class HFEngine:
         pos = positions_from_mask(mask)
         cache = DynamicCache()
         logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                       use_cache=True).logits[:, -1, :]
+                       use_cache=True, **last_logits_only(model)).logits[:, -1, :]
         B = len(prompts)
         tokens = [[] for _ in range(B)]
         logps = [[] for _ in range(B)]
