@@ -70,3 +70,23 @@ def test_careful_chain_accuracy_forces_the_chain_and_grades_the_box(tiny):
         return full[1:] if p.problem not in wrong else full[1:].replace(f"{{{p.answer}}}", "{1}")
 
     assert careful_chain_accuracy(None, tiny[1], problems, engine=ScriptedEngine(tiny[1], script)) == 0.5
+
+
+def test_strata_give_every_batch_equal_shares(tiny, monkeypatch):
+    import copy
+
+    import satseq.models.sft as sft
+
+    model, tok = copy.deepcopy(tiny[0]), tiny[1]
+    examples = _data(tiny, 30)
+    strata = [int(c.startswith("\\boxed")) for _, c in examples]
+    assert 0 < sum(strata) < len(strata) and sum(strata) != len(strata) / 2  # unequal sizes in the corpus
+    seen = []
+    real = sft.response_logprobs
+    monkeypatch.setattr(sft, "response_logprobs", lambda m, p, c, *a, **k: seen.append(c) or real(m, p, c, *a, **k))
+    run_sft(model, tok, examples, SFTConfig(steps=9, batch_size=4), show_progress=False, strata=strata)
+    hasty_ids = {tuple(tok(c, add_special_tokens=False)["input_ids"]) for _, c in examples if c.startswith("\\boxed")}
+    for batch in seen:
+        assert sum(tuple(c[:-1]) in hasty_ids for c in batch) == 2  # 2 of 4 in every batch (EOS appended)
+    with pytest.raises(ValueError, match="divisible"):
+        run_sft(model, tok, examples, SFTConfig(steps=1, batch_size=5), show_progress=False, strata=strata)

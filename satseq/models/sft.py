@@ -69,8 +69,14 @@ def target_lr(step: int, cfg: SFTConfig, cooldown_from: Optional[int]) -> float:
 
 
 def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *, device="cpu",
-            show_progress: bool = True, log=None, validate: Callable[[object], float] | None = None) -> SFTResult:
-    """Train ``model`` in place on (prompt, completion) pairs; an EOS token ends each completion."""
+            show_progress: bool = True, log=None, validate: Callable[[object], float] | None = None,
+            strata: list[int] | None = None) -> SFTResult:
+    """Train ``model`` in place on (prompt, completion) pairs; an EOS token ends each completion.
+
+    ``strata`` (one label per example) makes every batch hold the same number of examples of each
+    label, each label's examples drawn in its own reshuffled order: a behaviour the corpus mixes at
+    fixed shares (the embedded task's careful and hasty styles, ½ each) is then learned at those shares
+    without the batch-to-batch sampling noise that a mixed draw adds to the final policy."""
     if cfg.target is not None and validate is None:
         raise ValueError("SFTConfig.target needs a validate(model) callback")
     rng = random.Random(cfg.seed)
@@ -82,7 +88,24 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
     targeted = cfg.target is not None
     cooldown_from: Optional[int] = None
     end = cfg.steps
-    order: list[int] = []
+    labels = sorted(set(strata)) if strata is not None else [None]
+    if strata is not None and (len(strata) != len(data) or cfg.batch_size % len(labels)):
+        raise ValueError("strata needs one label per example and a batch size divisible by the number of labels")
+    members = {lab: [i for i in range(len(data)) if strata is None or strata[i] == lab] for lab in labels}
+    queues: dict = {lab: [] for lab in labels}
+    per_label = cfg.batch_size // len(labels)
+
+    def next_batch() -> list:
+        out = []
+        for lab in labels:
+            q = queues[lab]
+            if len(q) < per_label:
+                more = list(members[lab])
+                rng.shuffle(more)
+                q.extend(more)
+            out.extend(q[:per_label])
+            del q[:per_label]
+        return [data[i] for i in out]
 
     def check(step: int, phase: str) -> float:
         model.eval()
@@ -100,12 +123,7 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
                 if last_chance or (step > 0 and step % cfg.check_every == 0 and check(step, "constant") >= cfg.target):
                     cooldown_from, end = step, step + cfg.cooldown_steps
                     res.reached_target = not last_chance
-            if len(order) < cfg.batch_size:
-                more = list(range(len(data)))
-                rng.shuffle(more)
-                order.extend(more)
-            batch = [data[i] for i in order[: cfg.batch_size]]
-            del order[: cfg.batch_size]
+            batch = next_batch()
             lr = target_lr(step, cfg, cooldown_from) if targeted else cosine_lr(step, cfg)
             for g in opt.param_groups:
                 g["lr"] = lr

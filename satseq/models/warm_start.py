@@ -30,7 +30,8 @@ def base_sft_config(seed: int = 0) -> SFTConfig:
 
     Why a target and not a step count: at a fixed 400 steps the careful chain's accuracy depended on
     the floating-point path (0.25-0.8 across SFT seeds and thread counts, so held-out pass@1 0.07-0.44,
-    docs/results.md); the cool-down settles the careful/hasty split near the corpus's 1/2.
+    docs/results.md). Every batch holds 32 careful and 32 hasty examples, so the careful/hasty split
+    ends near the corpus's ½ instead of wherever the last batches' sampling noise left it.
     """
     return SFTConfig(seed=seed, steps=1500, target=0.85, check_every=50, cooldown_steps=150)
 
@@ -74,7 +75,8 @@ def ensure_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig |
     held_out = eval_exclusion(task, eval_size)
     valid = task.problems(VALIDATION_SIZE, split="valid", exclude=held_out)
     examples = task.sft_examples(n_examples, exclude=held_out | {p.problem for p in valid})
-    res = run_sft(model, tok, examples, cfg, show_progress=show_progress,
+    styles = [int(c.startswith("\\boxed")) for _, c in examples]  # 1 = hasty; every batch holds ½ of each
+    res = run_sft(model, tok, examples, cfg, show_progress=show_progress, strata=styles,
                   validate=(lambda m: careful_chain_accuracy(m, tok, valid)) if cfg.target is not None else None)
     if res.reached_target is False:
         console(f"[satseq] warning: the warm start did not reach careful-chain accuracy {cfg.target} in "
