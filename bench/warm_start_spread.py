@@ -4,9 +4,10 @@ start for each (SFT seed, thread count) and measures held-out pass@1 / pass@8.
     python bench/warm_start_spread.py --out DIR [--seeds 0 1 2] [--threads 1 2]
 
 Each build is ``satseq sft --out DIR/s<seed>_t<threads> --seed <seed> --threads <threads>`` (the
-quickstart's recipe, 400 steps); each is evaluated with ``satseq eval --workflow single --dataset
+quickstart's recipe: trained to the careful-chain validation target, docs/embedded_default.md); each is evaluated with ``satseq eval --workflow single --dataset
 embedded --limit 200 --n 8 --k 1 8 --temperature 1 --top_p 1`` (200 held-out problems × 8 samples,
-T = 1, one thread). Resumable: a built warm start and a finished evaluation are reused. Writes
+T = 1, one thread). Resumable: a built warm start and a finished evaluation are reused. Run it with
+another venv's python to measure another library version (the versions are recorded per row). Writes
 ``DIR/warm_start_spread.json`` and prints a markdown table with the spread (max − min) of each figure.
 """
 from __future__ import annotations
@@ -38,7 +39,13 @@ def measure(out: Path, seed: int, threads: int) -> dict:
         _run(["eval", "--checkpoint_dir", str(ws), "--workflow", "single", "--dataset", "embedded", "--limit", "200",
               "--n", "8", "--k", "1", "--k", "8", "--temperature", "1", "--top_p", "1", "--output_dir", str(ev)], 1)
     m = json.loads((ev / "metrics.json").read_text())
-    return {"seed": seed, "threads": threads, "build_s": build_s, "metrics": m}
+    info = json.loads((ws / "warm_start.json").read_text())
+    import torch
+    import transformers
+
+    return {"seed": seed, "threads": threads, "build_s": build_s, "metrics": m, "sft_steps": info.get("steps"),
+            "reached_target": info.get("reached_target"),
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
 
 
 def _get(m: dict, key: str) -> float:
@@ -65,10 +72,11 @@ def main() -> None:
                 tmp.replace(path)
                 print(key, _get(done[key]["metrics"], "pass@1"), _get(done[key]["metrics"], "pass@8"), flush=True)
     rows = [done[f"{s}/{t}"] for s in a.seeds for t in a.threads]
-    print("\n| SFT seed | threads | pass@1 | pass@8 | build (s) |\n|---|---|---|---|---|")
+    print("\n| SFT seed | threads | transformers | SFT steps | pass@1 | pass@8 | build (s) |\n|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['seed']} | {r['threads']} | {_get(r['metrics'], 'pass@1'):.3f} | {_get(r['metrics'], 'pass@8'):.3f} "
-              f"| {r['build_s']:.0f} |")
+        v = r.get("versions", {}).get("transformers", "?")
+        print(f"| {r['seed']} | {r['threads']} | {v} | {r.get('sft_steps', '?')} | {_get(r['metrics'], 'pass@1'):.3f} "
+              f"| {_get(r['metrics'], 'pass@8'):.3f} | {r['build_s']:.0f} |")
     for k in ("pass@1", "pass@8"):
         vals = [_get(r["metrics"], k) for r in rows]
         print(f"spread of {k}: {max(vals) - min(vals):.3f} (min {min(vals):.3f}, max {max(vals):.3f})")
