@@ -188,3 +188,12 @@ def test_budget_stop_counts_stages_logged_before_a_resume(tmp_path):
              "eval/policy/accuracy": 0.5}]
     s = training_summary(rows, "tokens", 10)
     assert s["budget_reached"] and s["curve"] == {"samples": [4.0], "tokens": [10.0], "seconds": [2.0], "acc": [0.5]}
+
+
+def test_curve_key_prefers_the_final_answer_in_a_methods_namespace():
+    from satseq.compare.runner import curve_key
+
+    assert curve_key([{"eval/vote_accuracy": 0.5, "eval/agent_1/accuracy": 0.4}]) == "eval/vote_accuracy"
+    assert curve_key([{"eval/pag/acc_t1": 0.5, "eval/pag/acc_final": 0.6, "eval/pag/verifier_acc": 0.7}]) == "eval/pag/acc_final"
+    assert curve_key([{"eval/mlmt/acc_t1": 0.1, "eval/mlmt/acc_t3": 0.3}]) == "eval/mlmt/acc_t3"
+    assert curve_key([{"rollout/vote_accuracy": 0.5}]) is None

@@ -63,11 +63,13 @@ def plot_comparison(results: dict[str, list[dict]], warm: dict[str, Optional[dic
     for name, w in warm.items():
         if w and w["dir"] not in drawn_warm:
             drawn_warm.add(w["dir"])
+            starts = ", ".join(n for n, v in warm.items() if v and v["dir"] == w["dir"])
             for ax in axes:
                 ax.axhline(w["eval"]["accuracy"]["mean"], color="0.5", ls=":", lw=1)
-            axes[0].annotate(f"warm start ({w['eval']['workflow']})", (0, w["eval"]["accuracy"]["mean"]),
+            axes[0].annotate(f"warm start of {starts}", (0, w["eval"]["accuracy"]["mean"]),
                              fontsize=7, color="0.4", va="bottom")
     for ax, (_, xlabel) in zip(axes, AXES):
+        ax.set_xlim(left=0)  # the warm start (dotted) is where every run starts
         ax.set_xlabel(xlabel)
         ax.set_ylabel("held-out accuracy (final answer)")
         ax.grid(alpha=0.3)

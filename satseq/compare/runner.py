@@ -76,7 +76,11 @@ def curve_key(rows: list[dict]) -> Optional[str]:
     for k in CURVE_KEYS:
         if k in keys:
             return k
-    return next((k for k in sorted(keys) if k.startswith("eval/") and k.endswith("accuracy")), None)
+    for suffix in ("/acc_final", "/acc_t3", "accuracy"):  # a method's own namespace: eval/pag/acc_final ...
+        found = next((k for k in sorted(keys) if k.startswith("eval/") and k.endswith(suffix)), None)
+        if found:
+            return found
+    return None
 
 
 def training_summary(rows: list[dict], kind: str, amount: float) -> dict:
@@ -160,7 +164,8 @@ def train_and_evaluate(spec: CompareSpec, run: RunSpec, seed: int, out: Path, *,
     done = read_json_if_exists(run_dir / RESULT)
     if done is not None and done.get("fingerprint") == fp:
         console(f"[compare] {run.name} seed {seed}: done earlier, not redone")
-        return done
+        # the totals and curve are re-read from metrics.jsonl (cheap), so a report follows this code's reading
+        return {**done, **training_summary(read_metrics(run_dir), spec.budget.kind, spec.budget.amount)}
     if mark is None:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json(run_dir / FINGERPRINT, {"fingerprint": fp, "name": run.name, "seed": seed, "method": run.method})
