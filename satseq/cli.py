@@ -79,7 +79,8 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
 def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm start goes to OUT/embedded/"),
         steps: Optional[int] = typer.Option(None, help="a fixed number of SFT steps (cosine schedule) instead of "
                                                  "training to the validation target"),
-        target: float = typer.Option(0.85, help="careful-chain validation accuracy that ends the constant-lr phase"),
+        target: Optional[float] = typer.Option(None, help="careful-chain validation accuracy that ends the "
+                                                 "constant-lr phase (default: the recipe's, 0.85)"),
         batch_size: int = typer.Option(64), lr: float = typer.Option(2e-3),
         seed: int = typer.Option(0), threads: int = typer.Option(0, help="torch threads (0 = all cores)"),
         force: bool = typer.Option(False, help="rebuild even if it exists")):
@@ -96,7 +97,9 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
         torch.set_num_threads(threads)
     if force and warm_start_dir(out, seed).exists():
         shutil.rmtree(warm_start_dir(out, seed))
-    cfg = replace(base_sft_config(seed), batch_size=batch_size, lr=lr, target=target)
+    cfg = replace(base_sft_config(seed), batch_size=batch_size, lr=lr)
+    if target is not None:
+        cfg = replace(cfg, target=target)
     if steps is not None:
         cfg = replace(cfg, steps=steps, target=None)
     d = ensure_warm_start(out, seed=seed, cfg=cfg, console=typer.echo)

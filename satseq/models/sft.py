@@ -10,7 +10,7 @@ Two schedules:
   ``check_every`` steps, at most ``steps − cooldown_steps`` steps), then a cosine cool-down of
   ``cooldown_steps`` to 0. The run stops where the model *is* (a measured skill), not at a step count
   that lands a fast and a slow floating-point trajectory in different regimes
-  (docs/embedded_default.md, "A warm start that reproduces").
+  (docs/embedded_default.md, "Warm-start recipe").
 
 Batches use the same padding layout as rollouts and RL (:mod:`satseq.rollout.padding`), so positions
 match what the policy later sees.
@@ -50,22 +50,25 @@ class SFTResult:
     reached_target: Optional[bool] = None  # None without a target
 
 
-def cosine_lr(step: int, cfg: SFTConfig) -> float:
-    """Fixed-length schedule: linear warm-up over ``warmup_steps``, cosine decay to 0 at ``steps``."""
+def _warmup_then_cosine(step: int, cfg: SFTConfig, decay_from: Optional[int], decay_steps: int) -> float:
+    """Linear warm-up over ``warmup_steps``, ``lr`` until ``decay_from`` (never when None), then
+    ``lr · ½(1 + cos(π · min(1, (step − decay_from) / decay_steps)))``."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    if decay_from is None or step < decay_from:
+        return cfg.lr
+    progress = (step - decay_from) / max(1, decay_steps)
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def cosine_lr(step: int, cfg: SFTConfig) -> float:
+    """Fixed-length schedule: linear warm-up over ``warmup_steps``, cosine decay to 0 at ``steps``."""
+    return _warmup_then_cosine(step, cfg, cfg.warmup_steps, cfg.steps - cfg.warmup_steps)
 
 
 def target_lr(step: int, cfg: SFTConfig, cooldown_from: Optional[int]) -> float:
     """Target schedule: warm-up, constant ``lr``, then cosine to 0 over ``cooldown_steps`` from ``cooldown_from``."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    if cooldown_from is None or step < cooldown_from:
-        return cfg.lr
-    progress = (step - cooldown_from) / max(1, cfg.cooldown_steps)
-    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return _warmup_then_cosine(step, cfg, cooldown_from, cfg.cooldown_steps)
 
 
 def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *, device="cpu",
