@@ -31,6 +31,11 @@ def test_raw_is_the_problem_text_exactly(tok):
     assert f.relay("Q: 2+2=", [("4", "x")]) == "Q: 2+2=\n\nEarlier agents answered (they may be wrong):\nAgent 1: 4"
 
 
+def test_show_previous_none_gives_later_agents_the_problem_alone(tok):
+    f = make_format("chat", tok, chat_template="never", template="Q: {problem}{previous}\nA:", show_previous="none")
+    assert f.relay("What is 2 + 2?", [("4", "2 + 2 = 4.")]) == f.single("What is 2 + 2?") == "Q: What is 2 + 2?\nA:"
+
+
 def test_chat_wraps_the_problem_alone_even_when_chat_template_never(tok):
     assert fmt(tok, "chat").single("2+2?") == "<|user|>2+2?<|end|><|assistant|>"
     assert fmt(tok, "chat", "never").single("2+2?") == "<|user|>2+2?<|end|><|assistant|>"
@@ -38,7 +43,17 @@ def test_chat_wraps_the_problem_alone_even_when_chat_template_never(tok):
 
 def test_custom_template_keeps_other_braces(tok):
     f = fmt(tok, "Question: {problem}\nAnswer in \\boxed{}.", "never")
-    assert f.single("2+2?") == "Question: 2+2?\nAnswer in \\boxed{}.\n"
+    assert f.single("2+2?") == "Question: 2+2?\nAnswer in \\boxed{}."  # exactly the template's text
+
+
+def test_previous_placeholder_puts_earlier_answers_inline(tok):
+    f = fmt(tok, "Q: {problem}{previous}\nA:", "never")
+    assert f.single("What is 2 + 2?") == "Q: What is 2 + 2?\nA:"
+    assert f.relay("What is 2 + 2?", [("4", "2 + 2 = 4."), (None, "no idea")]) == (
+        "Q: What is 2 + 2? Earlier agents answered: 4; (no answer) (they may be wrong).\nA:")
+    g = make_format("chat", tok, chat_template="never", template="Q: {problem}{previous}\nA:",
+                    show_previous="responses", previous_budget=5)
+    assert g.relay("1+1?", [("2", "so it is 2.")]) == "Q: 1+1? Earlier agents answered: is 2. (they may be wrong).\nA:"
 
 
 def test_chat_without_a_chat_template_is_a_config_error():

@@ -143,3 +143,40 @@ def test_simultaneous_update_ignores_the_other_agents_updates(tiny):
         assert any(not torch.equal(before[a][k], moved[k]) for k in moved)
     last, last_alone = pool.trainable_state(AGENTS[-1]), twin.trainable_state(AGENTS[-1])
     assert all(torch.equal(last[k], last_alone[k]) for k in last)
+
+
+def test_on_policy_stage_reuses_the_grad_pass_for_pi_cur_with_the_same_result(tiny, monkeypatch):
+    """One step on the whole batch, no dropout: π_cur's log-probs come from the proposal's grad pass
+    (one forward fewer per agent). Forcing the separate no-grad forward gives the same stage."""
+    import satseq.methods.sat_seq.stage_coordinator as sc
+
+    results = []
+    real = sc.batch_logprobs
+    for force_forward in (False, True):
+        cfg, pool, coord, wf, eng, gen = _setup(tiny, **{"sat_seq.mini_batch_size": 64, "sat_seq.lr": 1e-3})
+        eps = _episodes(wf, pool, eng, gen)
+        calls = []
+        monkeypatch.setattr(sc, "batch_logprobs", lambda *a, **k: calls.append(k.get("grad", False)) or real(*a, **k))
+        monkeypatch.setattr(sc, "has_dropout", lambda m: force_forward)
+        m = coord.update(0, eps)
+        results.append((m, {a: pool.trainable_state(a) for a in AGENTS}, calls))
+    (m0, w0, c0), (m1, w1, c1) = results
+    assert len(c1) - len(c0) == len(AGENTS)  # exactly one no-grad forward saved per agent
+    for a in AGENTS:
+        assert m0[f"{a}/accepted"] == m1[f"{a}/accepted"] and m0[f"{a}/backtracks"] == m1[f"{a}/backtracks"]
+        assert abs(m0[f"{a}/kl_quantile"] - m1[f"{a}/kl_quantile"]) < 1e-6
+        for n in w0[a]:
+            torch.testing.assert_close(w0[a][n], w1[a][n], rtol=0, atol=1e-6)
+
+
+def test_has_dropout_sees_lora_dropout_and_attention_dropout(tiny):
+    from satseq.update.loop import has_dropout
+
+    model, _ = tiny
+    assert not has_dropout(model)
+    m2 = copy.deepcopy(model)
+    m2.config.attention_dropout = 0.1
+    assert has_dropout(m2)
+    m3 = copy.deepcopy(model)
+    m3.extra = torch.nn.Dropout(0.05)
+    assert has_dropout(m3)

@@ -44,14 +44,15 @@ def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
-def last_logits_only(model) -> dict:
-    """``{"logits_to_keep": 1}`` where the model's forward takes it (transformers ≥ 4.49): the prefill
-    then projects only the last prompt position onto the vocabulary instead of every position."""
+def last_logits_only(model, n: int = 1) -> dict:
+    """``{"logits_to_keep": n}`` where the model's forward takes it (transformers ≥ 4.49): only the
+    last ``n`` positions are projected onto the vocabulary (the prefill needs 1; the trainer needs the
+    positions that predict the response) instead of every position."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     key = type(base)
     if key not in _KEEPS_LOGITS:
         _KEEPS_LOGITS[key] = "logits_to_keep" in inspect.signature(base.forward).parameters
-    return {"logits_to_keep": 1} if _KEEPS_LOGITS[key] else {}
+    return {"logits_to_keep": n} if _KEEPS_LOGITS[key] else {}
 
 
 _KEEPS_LOGITS: dict[type, bool] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from satseq.rollout.hf_engine import last_logits_only
 from satseq.rollout.padding import prompt_response_batch
 
 
@@ -16,9 +17,13 @@ def response_logits(model, prompts: list[list[int]], responses: list[list[int]],
     """Logits that predict each response token, ``[B, R, V]``, and the response mask ``[B, R]``."""
     ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
     ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).logits
     R = r_mask.shape[1]
-    return logits[:, start - 1: start - 1 + R, :], r_mask.to(device)
+    # only the R positions that predict a response token reach the LM head (the prompt's would be
+    # [B, P, V] of logits thrown away: 80 % of them for a few-shot prompt)
+    keep = last_logits_only(model, R + 1)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **keep).logits
+    first = logits.shape[1] - (R + 1)  # 0 when only R + 1 positions were kept, start - 1 otherwise
+    return logits[:, first: first + R, :], r_mask.to(device)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

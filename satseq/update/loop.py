@@ -59,6 +59,16 @@ def training_mode(model):
         model.eval()
 
 
+def has_dropout(model) -> bool:
+    """Whether training mode changes ``model``'s outputs: a dropout module with p > 0 (peft's
+    ``lora_dropout`` included) or attention dropout in the config. Without it, a grad pass at the
+    current weights gives exactly the log-probs an eval-mode forward would, and can replace it."""
+    config = getattr(model, "config", None)
+    if float(getattr(config, "attention_dropout", 0.0) or 0.0) > 0:
+        return True
+    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+
+
 def minibatches(batch: TurnBatch, epochs: int, size: int,
                 generator: torch.Generator) -> Iterator[tuple[torch.Tensor, TurnBatch]]:
     """``epochs`` passes over ``batch`` in shuffled mini-batches of ``size`` (one permutation per

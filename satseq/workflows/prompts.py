@@ -13,13 +13,18 @@ BOXED_INSTRUCTION = "Please reason step by step, and put your final answer withi
 PROMPT_TEMPLATES = ("boxed", "chat", "raw")  # or a custom template containing {problem} (data.prompt_template)
 
 
-def render_problem(template: str, problem: str) -> str:
-    """The user text of a first turn under ``data.prompt_template`` (before any chat template)."""
+def render_problem(template: str, problem: str, previous: str = "") -> str:
+    """The user text of a turn under ``data.prompt_template`` (before any chat template).
+
+    A custom template may hold ``{previous}``: there the earlier agents' answers go inline (empty
+    for the first agent), so that a few-shot prompt ending in ``A:`` stays well formed in a relay.
+    """
     if template == "boxed":
         return f"{problem}\n\n{BOXED_INSTRUCTION}"
     if template in ("chat", "raw"):
         return problem
-    return template.replace("{problem}", problem)  # not str.format: templates may contain \boxed{}
+    # not str.format: templates may contain \boxed{}
+    return template.replace("{problem}", problem).replace("{previous}", previous)
 
 
 class EmbeddedFormat:
@@ -42,8 +47,9 @@ class ChatFormat:
     name = "chat"
 
     def __init__(self, tokenizer, *, use_chat_template: bool = True, show_responses: bool = False,
-                 response_budget: int = 200, template: str = "boxed"):
+                 response_budget: int = 200, template: str = "boxed", hide_previous: bool = False):
         self.tokenizer = tokenizer
+        self.hide_previous = hide_previous
         has_template = getattr(tokenizer, "chat_template", None) is not None
         if template == "chat" and not has_template:
             from satseq.errors import ConfigError
@@ -64,8 +70,8 @@ class ChatFormat:
     def _wrap(self, user: str) -> str:
         if self.template == "raw":
             return user
-        if not self.use_chat_template:
-            return user + "\n"
+        if not self.use_chat_template:  # a custom template is the exact text; boxed ends in a newline
+            return user + "\n" if self.template == "boxed" else user
         return self.tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
                                                   add_generation_prompt=True)
 
@@ -73,12 +79,14 @@ class ChatFormat:
         return self._wrap(render_problem(self.template, problem))
 
     def relay(self, problem: str, previous: list[tuple[str | None, str]]) -> str:
-        if not previous:
+        if not previous or self.hide_previous:
             return self.single(problem)
-        lines = []
-        for k, (ans, resp) in enumerate(previous, start=1):
-            shown = resp[-self.response_budget:] if self.show_responses else (ans if ans is not None else "(no answer)")
-            lines.append(f"Agent {k}: {shown}")
+        shown = [resp[-self.response_budget:] if self.show_responses else (ans if ans is not None else "(no answer)")
+                 for ans, resp in previous]
+        if "{previous}" in self.template:
+            inline = f" Earlier agents answered: {'; '.join(shown)} (they may be wrong)."
+            return self._wrap(render_problem(self.template, problem, inline))
+        lines = [f"Agent {k}: {x}" for k, x in enumerate(shown, start=1)]
         earlier = "\n\nEarlier agents answered (they may be wrong):\n" + "\n".join(lines)
         if self.template == "boxed":
             return self._wrap(f"{problem}{earlier}\n\n{BOXED_INSTRUCTION}")
@@ -94,4 +102,4 @@ def make_format(kind: str, tokenizer, *, chat_template: str = "auto", show_previ
         return EmbeddedFormat(tokenizer)
     return ChatFormat(tokenizer, use_chat_template=chat_template != "never",
                       show_responses=show_previous == "responses", response_budget=previous_budget,
-                      template=template)
+                      template=template, hide_previous=show_previous == "none")

@@ -41,8 +41,8 @@ class SatSeqConfig(Section):
         "seq_mean", description="importance ratio form: mean log-ratio per sequence, per token, or sequence product")
     lr: float = Field(3e-5, gt=0.0, description="learning rate (AdamW)")
     certificate: CertificateConfig = Field(default_factory=CertificateConfig, description="PAC lower bound on the joint policy's vote accuracy and episode reward, from a fresh batch")
-    show_previous: Literal["answers", "responses"] = Field(
-        "answers", description="what later agents see of earlier turns: extracted answers or full responses")
+    show_previous: Literal["answers", "responses", "none"] = Field(
+        "answers", description="what later agents see of earlier turns: extracted answers, full responses, or none (the problem alone: for a model too small to use a hint, docs/results.md SmolLM2)")
     previous_budget: int = Field(200, ge=0, description="characters of each earlier response shown")
     kl_penalty: KLEstimator = Field("k3", description="KL estimator inside the loss")
     policy_loss: str = Field("sat_seq", description="clipped policy-gradient loss from the registry (satseq.algos; ratio options apply to sat_seq)")

@@ -34,7 +34,8 @@ from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController
 from satseq.methods.sat_seq.monitor.certificate_batch import certificate_metrics
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
-from satseq.update.loop import make_optimizer, mean, minibatches, optimizer_step, policy_temperature, training_mode
+from satseq.update.loop import (has_dropout, make_optimizer, mean, minibatches, optimizer_step, policy_temperature,
+                                training_mode)
 
 _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
 
@@ -99,10 +100,16 @@ class StageCoordinator:
         model = self.pool.module(name)
         opt = self.optimizers[name]
         exact = self.cfg.algorithm.kl_ctrl.estimator == "exact" or s.kl_penalty == "exact"
-        out = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device,
-                             need_logits=exact)
-        cur_lp, mask = out[0], out[1]
-        cur_dist = out[2] if exact else None
+        # π_cur's log-probs (and log-softmax for the exact KL): from a no-grad forward, or, when the
+        # proposal is one step on the whole batch and training mode changes nothing (no dropout), from
+        # the proposal's own grad pass at θ_cur, detached: the same numbers, one forward fewer.
+        reuse = s.ppo_epochs == 1 and len(batch) <= s.mini_batch_size and not has_dropout(model)
+        cur: dict = {}
+        if not reuse:
+            out = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device,
+                                 need_logits=exact)
+            cur["lp"], cur["mask"] = out[0], out[1]
+            cur["dist"] = out[2] if exact else None
         stats: dict = {"loss": [], "clipfrac": [], "kl": []}
 
         # sat_seq.ratio goes to the losses that take a ratio form (sat_seq's own does)
@@ -115,12 +122,16 @@ class StageCoordinator:
                                                    device=self.device, need_logits=True, grad=True,
                                                    chunk=len(mb))
                     width = lp.shape[1]
-                    cur = cur_lp[idx][:, :width]
+                    if reuse:  # the one mini-batch is the whole batch, permuted by idx
+                        order = torch.argsort(idx)
+                        cur["lp"], cur["mask"] = lp.detach()[order], m[order]
+                        cur["dist"] = logits.detach()[order] if exact else None
+                    cur_lp_mb = cur["lp"][idx][:, :width]
                     if s.kl_penalty == "exact":
-                        kl = exact_kl(logits, cur_dist[idx][:, :width]) * m
+                        kl = exact_kl(logits, cur["dist"][idx][:, :width]) * m
                     else:
-                        kl = kl_penalty(lp, cur, s.kl_penalty) * m
-                    loss, lm = self.loss_fn(lp, cur, mb.advantages.to(lp.device), m, clip_low=s.epsilon,
+                        kl = kl_penalty(lp, cur_lp_mb, s.kl_penalty) * m
+                    loss, lm = self.loss_fn(lp, cur_lp_mb, mb.advantages.to(lp.device), m, clip_low=s.epsilon,
                                             clip_high=s.epsilon, agg_mode="seq-mean-token-mean", is_weight=c[idx],
                                             kl=kl, beta=beta, **options)
                     stats["loss"].append(optimizer_step(opt, loss, self.pool.parameters(name),
@@ -134,17 +145,17 @@ class StageCoordinator:
             if self.cfg.algorithm.kl_ctrl.estimator == "exact":
                 new_lp, _, new_dist = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature,
                                                      device=self.device, need_logits=True)
-                per_state = exact_kl(new_dist, cur_dist[:, :new_dist.shape[1]])  # inputs are log-softmaxes
+                per_state = exact_kl(new_dist, cur["dist"][:, :new_dist.shape[1]])  # inputs are log-softmaxes
             else:
                 new_lp, _ = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device)
-                per_state = kl_penalty(new_lp, cur_lp, self.cfg.algorithm.kl_ctrl.estimator)
+                per_state = kl_penalty(new_lp, cur["lp"], self.cfg.algorithm.kl_ctrl.estimator)
             last["new_lp"] = new_lp
-            return per_state[mask.bool()]
+            return per_state[cur["mask"].bool()]
 
         res = self.controller.run(self.pool.parameters(name), opt, self.betas[name], propose, measure_kl)
         self.betas[name] = res.beta
-        new_lp = last["new_lp"] if res.accepted else cur_lp  # a rejection restored π_cur exactly
-        seq_lr = sequence_log_ratio(new_lp, cur_lp, mask).cpu()
+        new_lp = last["new_lp"] if res.accepted else cur["lp"]  # a rejection restored π_cur exactly
+        seq_lr = sequence_log_ratio(new_lp, cur["lp"], cur["mask"]).cpu()
         return res, seq_lr, {
             "accepted": float(res.accepted), "backtracks": res.backtracks, "step_scale": res.step_scale,
             "beta": res.beta,
