@@ -139,3 +139,29 @@ def test_train_dapo_launcher_honours_its_environment(tiny_dir, tmp_path):
     cfg = (tmp_path / "launcher" / "train_config.yaml").read_text()
     assert "train_batch_size: 2" in cfg and "num_stages: 1" in cfg and str(tiny_dir) in cfg
     assert (tmp_path / "launcher" / "agent_3_stage_1" / "config.json").exists()
+
+
+def test_lora_run_warm_start_is_the_base_model_as_stage_0_adapters(tiny_dir, tmp_path):
+    """satseq compare's warm-start row for a LoRA run: fresh adapters (B = 0) saved as stage 0, so the
+    evaluated policy is exactly the base model in the run's own workflow and prompting."""
+    import torch
+
+    from satseq.compare.baselines import warm_start_run
+    from satseq.eval.targets import load_target
+    from satseq.models.loading import load_causal_lm
+
+    r = _train([f"model.path={tiny_dir}", "model.lora.enabled=true", "model.lora.r=4", "trainer.num_stages=1",
+                *FAST, f"output_dir={tmp_path}", "run_name=s"])
+    assert r.returncode == 0, r.stderr
+    warm = warm_start_run(tmp_path / "s", tmp_path / "cmp")
+    assert warm is not None and warm_start_run(tmp_path / "s", tmp_path / "cmp") == warm  # made once
+    for a in ("agent_1", "agent_2", "agent_3"):
+        assert (warm / f"{a}_stage_0" / "adapter_model.safetensors").is_file()
+    target = load_target(warm, stage=0, console=lambda *a, **k: None)
+    base, _ = load_causal_lm(tiny_dir)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        want = base(input_ids=ids).logits
+        for a in target.agents:
+            torch.testing.assert_close(target.pool.module(a)(input_ids=ids).logits, want, rtol=0, atol=1e-6)
+    assert target.stop == tuple(load_target(tmp_path / "s", console=lambda *a, **k: None).stop)

@@ -6,7 +6,8 @@
   ``train_config.yaml``, each agent's ``<agent>_stage_0`` a link to its starting model), so
   ``satseq eval`` runs it in the method's own workflow (SAT-Seq: the relay and its vote, PAG: solve →
   verify → revise, MLMT: solve → feedback → refine). Runs whose warm starts, workflow and
-  prompting agree share one. Full-weight runs only (a LoRA run's start is its base model: not built).
+  prompting agree share one. A LoRA run's start is its base model with the adapters it began from
+  (fresh ones: B = 0, the base's function exactly), saved as ``<agent>_stage_0`` adapter dirs.
 * **Best-of-k of the warm start**: its pass@k from the same evaluation (``eval.k`` samples), the
   ceiling of what RL can select from it.
 * **Verifier (PAG)** (:func:`verifier_baselines`): the trained verifier against the constant verifiers
@@ -132,13 +133,16 @@ def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list
     from satseq.registry import get_method
 
     info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
-    if info.get("mode") != "full":
+    if info.get("mode") not in ("full", "lora"):
         return None
     cfg = load_config(run_dir / "train_config.yaml", [])
     method = get_method(cfg.method)
     spec = method.agents(cfg)
     if list(spec.names) != list(info["agents"]):
         return None
+    if info["mode"] == "lora":  # the adapters are written by warm_start_run; keyed by the base and paths
+        return info, cfg, list(spec.names), [Path(str(resolve_model_source(cfg.model.path)))] + \
+            [Path(str(p)) for p in spec.paths if p]
     sources = []
     for p in (p or cfg.model.path for p in spec.paths):
         if p == EMBEDDED:
@@ -179,8 +183,26 @@ def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
     tmp.mkdir(parents=True)
     write_json(tmp / "run_info.json", {**info, "warm_start_of": str(run_dir)})
     shutil.copy2(Path(run_dir) / "train_config.yaml", tmp / "train_config.yaml")
-    for name, src in zip(names, sources):
-        os.symlink(src, tmp / f"{name}_stage_{WARM_STAGE}", target_is_directory=True)
+    if info["mode"] == "lora":
+        _save_start_adapters(cfg, names, method, tmp)
+    else:
+        for name, src in zip(names, sources):
+            os.symlink(src, tmp / f"{name}_stage_{WARM_STAGE}", target_is_directory=True)
     shutil.rmtree(final, ignore_errors=True)  # a torn earlier attempt
     os.replace(tmp, final)
     return final
+
+
+def _save_start_adapters(cfg, names: list[str], method, into: Path) -> None:
+    """Each agent's starting LoRA adapter, built as the run built it, as ``<agent>_stage_0`` in ``into``
+    (a fresh adapter has B = 0: the policy is the base model's whatever A's random draw)."""
+    import torch
+
+    from satseq.runtime import build_pool
+
+    torch.manual_seed(cfg.seed)
+    spec = method.agents(cfg)
+    pool = build_pool(cfg, names, list(spec.paths), "cpu", lambda *a, **k: None, path_keys=spec.path_keys,
+                      force_lora=spec.force_lora, method=method)
+    for name in names:
+        pool.save_agent(name, into / f"{name}_stage_{WARM_STAGE}")
