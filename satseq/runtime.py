@@ -124,7 +124,8 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
         return AgentPool.full(names, models, tok, device=device)
     # LoRA: one base (model.path); an agent path may name a PEFT adapter dir to start from.
     base_path = cfg.model.path
-    if base_path not in sources and len(set(sources)) == 1:  # e.g. AGENT1..3_PATH all name one model
+    if base_path not in sources and len(set(sources)) == 1 \
+            and not (Path(sources[0]) / "adapter_config.json").exists():  # e.g. AGENT1..3_PATH all name one model
         base_path = sources[0]
     adapters = {}
     for name, src in zip(names, sources):

@@ -165,3 +165,14 @@ def test_lora_run_warm_start_is_the_base_model_as_stage_0_adapters(tiny_dir, tmp
         for a in target.agents:
             torch.testing.assert_close(target.pool.module(a)(input_ids=ids).logits, want, rtol=0, atol=1e-6)
     assert target.stop == tuple(load_target(tmp_path / "s", console=lambda *a, **k: None).stop)
+
+
+def test_single_agent_lora_run_loads_its_adapter_on_the_base(tiny_dir, tmp_path):
+    """A one-agent LoRA run (GRPO) evaluates as base + its adapter (its one adapter dir is not the base)."""
+    from satseq.eval.targets import load_target
+
+    r = _train([f"model.path={tiny_dir}", "model.lora.enabled=true", "model.lora.r=4", "method=grpo",
+                "trainer.num_stages=1", *FAST, f"output_dir={tmp_path}", "run_name=g"])
+    assert r.returncode == 0, r.stderr
+    target = load_target(tmp_path / "g", console=lambda *a, **k: None)
+    assert target.pool.mode == "lora" and target.agents == ["policy"]
