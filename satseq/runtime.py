@@ -194,6 +194,8 @@ def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     _check_prompts_before_the_warm_start(cfg, spec, method, (train_set, eval_set))
     pool = build_pool(cfg, spec.names, spec.paths, device, console, path_keys=spec.path_keys,
                       force_lora=spec.force_lora, method=method)
+    if cfg.trainer.gradient_checkpointing:
+        pool.enable_gradient_checkpointing()
     fmt = prompt_format_of(pool, cfg, method)
     context = context_length_of(pool.module(pool.names[0]))
     for problems in (train_set, eval_set):  # before any model call, and before the run dir is written

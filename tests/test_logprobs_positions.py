@@ -1,26 +1,87 @@
-"""The trainer's forward projects only the positions that predict response tokens onto the
-vocabulary (``logits_to_keep``); the log-probs are those of the full forward."""
+"""The trainer's forward: only the positions that predict response tokens reach the LM head
+(``logits_to_keep``), and without full logits asked for, the head runs over a few positions at a
+time (checkpointed under autograd). Log-probs and gradients are those of the plain full forward."""
+import pytest
 import torch
 
 from satseq.rollout import logprobs as lpmod
 from satseq.rollout.padding import prompt_response_batch
 
+PROMPTS = [[5, 9, 13, 4, 22], [7, 8, 30, 31, 2, 6, 11, 12, 19], [3, 3, 17, 25, 26, 9, 8]]
+RESPONSES = [[14, 15, 16, 21], [33], [6, 7, 8, 9, 10, 23]]
 
-def test_response_logprobs_equal_the_full_forward_slice(tiny, monkeypatch):
+
+def _reference(model, pad_id, T):
+    ids, am, pos, start, r_mask = prompt_response_batch(PROMPTS, RESPONSES, pad_id)
+    full = model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=False).logits
+    ref = torch.log_softmax(full[:, start - 1:start - 1 + r_mask.shape[1]].float() / T, -1)
+    out = torch.zeros(r_mask.shape)
+    rows = []
+    for i, r in enumerate(RESPONSES):
+        rows.append(torch.nn.functional.pad(ref[i, torch.arange(len(r)), torch.tensor(r)], (0, r_mask.shape[1] - len(r))))
+    return torch.stack(rows) + out
+
+
+@pytest.mark.parametrize("chunk_bytes", [lpmod.CHUNK_BYTES, 1])  # 1 byte: one position per chunk
+def test_chunked_logprobs_and_grads_equal_the_full_forward(tiny, monkeypatch, chunk_bytes):
     model, tok = tiny
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(3, 40, (n,), generator=g).tolist() for n in (5, 9, 7)]
-    responses = [torch.randint(3, 40, (n,), generator=g).tolist() for n in (4, 1, 6)]
+    monkeypatch.setattr(lpmod, "CHUNK_BYTES", chunk_bytes)
+    assert lpmod._decoder_and_head(model) is not None  # the tiny Qwen2 takes the chunked path
+    lp, mask = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id, temperature=0.7)
+    ref = _reference(model, tok.pad_token_id, 0.7)
+    torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)
+    assert mask.sum(1).tolist() == [len(r) for r in RESPONSES]
+    params = [p for p in model.parameters() if p.requires_grad]
+    g1 = torch.autograd.grad((lp * torch.arange(1, 7)).sum(), params, allow_unused=True)
+    g2 = torch.autograd.grad((ref * torch.arange(1, 7)).sum(), params, allow_unused=True)
+    for a, b in zip(g1, g2):
+        if a is not None or b is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_logits_path_projects_only_response_predicting_positions(tiny, monkeypatch):
+    model, tok = tiny
     seen = []
     real = lpmod.last_logits_only
     monkeypatch.setattr(lpmod, "last_logits_only", lambda m, n=1: seen.append(n) or real(m, n))
-    lp, mask = lpmod.response_logprobs(model, prompts, responses, tok.pad_token_id, temperature=0.7)
-    assert seen == [7]  # R + 1 positions reach the LM head, not the 9 + 6 of the whole row
-    ids, am, pos, start, r_mask = prompt_response_batch(prompts, responses, tok.pad_token_id)
     with torch.no_grad():
-        full = model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=False).logits
-    ref = torch.log_softmax(full[:, start - 1:start - 1 + r_mask.shape[1]] / 0.7, -1)
-    for i, r in enumerate(responses):
-        want = ref[i, torch.arange(len(r)), torch.tensor(r)]
-        torch.testing.assert_close(lp[i, :len(r)], want, rtol=0, atol=1e-5)
-        assert lp[i, len(r):].abs().sum() == 0 and mask[i].sum() == len(r)
+        lp, mask, logits = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id, temperature=0.7,
+                                                   return_logits=True)
+        ref = _reference(model, tok.pad_token_id, 0.7)
+    assert seen == [7]  # R + 1 positions reach the LM head, not the 9 + 6 of the widest row
+    torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)
+    assert logits.shape == (3, 6, model.config.vocab_size)
+
+
+@pytest.mark.parametrize("mode", ["full", "lora"])
+def test_gradient_checkpointing_gives_the_same_gradients(tiny, mode):
+    import copy
+
+    from satseq.models.agents import AgentPool
+
+    def grads(checkpointing: bool):
+        model, tok = copy.deepcopy(tiny[0]), tiny[1]
+        torch.manual_seed(0)  # LoRA's A init
+        pool = AgentPool.full(["a"], [model], tok) if mode == "full" else \
+            AgentPool.lora(["a"], model, tok, r=4, dropout=0.0)
+        if mode == "lora":  # B = 0 at init gives A no gradient: move off the init
+            with torch.no_grad():
+                for n, p in pool.named_trainable("a").items():
+                    p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(len(n))))
+        if checkpointing:
+            pool.enable_gradient_checkpointing()
+        m = pool.module("a")
+        m.train()
+        calls = []
+        mlp = (m.get_base_model() if mode == "lora" else m).model.layers[0].mlp  # inside the checkpoint
+        forward = mlp.forward
+        mlp.forward = lambda *a, **k: calls.append(1) or forward(*a, **k)  # (hooks do not fire on recompute)
+        lp, _ = lpmod.response_logprobs(m, PROMPTS, RESPONSES, tok.pad_token_id)
+        lp.sum().backward()
+        assert len(calls) == (2 if checkpointing else 1)  # recomputed in backward
+        return {n: p.grad.clone() for n, p in pool.named_trainable("a").items()}
+
+    plain, ckpt = grads(False), grads(True)
+    assert plain.keys() == ckpt.keys() and plain
+    for n in plain:
+        torch.testing.assert_close(ckpt[n], plain[n], rtol=1e-4, atol=1e-6)

@@ -120,6 +120,20 @@ class AgentPool:
                 p.requires_grad_(False)
             self._references[name] = ref
 
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute each decoder layer's activations in backward instead of keeping them
+        (``trainer.gradient_checkpointing``; transformers' own, non-reentrant, active in training mode
+        only): activation memory of a grad pass drops from every layer's to one layer's plus the
+        layer inputs, for about one extra forward of compute."""
+        models = list(self._models.values()) if self.mode == "full" else [self._peft.get_base_model()]
+        for m in models:
+            if not getattr(m, "supports_gradient_checkpointing", False):
+                raise ConfigError(f"trainer.gradient_checkpointing: {type(m).__name__} does not support it")
+            if hasattr(m, "activation_checkpointing_enable"):  # transformers >= 5.23's name
+                m.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
     # ----------------------------------------------------------------- saving
     def save_agent(self, name: str, out_dir: str | Path) -> Path:
         """One loadable HF-format checkpoint (full model or PEFT adapter, safetensors), atomically."""

@@ -34,16 +34,67 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
     return torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
 
 
+# Architectures whose logits are exactly ``lm_head(decoder(x).last_hidden_state)`` (no soft-capping,
+# no logit scale): for them the log-probs can be computed from hidden states in chunks of positions.
+_PLAIN_HEAD = {"llama", "qwen2", "qwen3", "mistral"}
+CHUNK_BYTES = 64 * 2**20  # fp32 logits per chunk of positions in the chunked path
+
+
+def _decoder_and_head(model):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if getattr(getattr(base, "config", None), "model_type", None) not in _PLAIN_HEAD:
+        return None
+    get_decoder, get_head = getattr(base, "get_decoder", None), getattr(base, "get_output_embeddings", None)
+    if get_decoder is None or get_head is None:
+        return None
+    decoder, head = get_decoder(), get_head()
+    return (decoder, head) if decoder is not None and head is not None else None
+
+
+def _chunk_logprobs(hidden: torch.Tensor, targets: torch.Tensor, head, temperature: float) -> torch.Tensor:
+    return token_logprobs(head(hidden), targets, temperature)
+
+
+def chunked_response_logprobs(decoder, head, ids, mask, pos, start: int, targets: torch.Tensor,
+                              temperature: float) -> torch.Tensor:
+    """``log π(y_t | ·)`` from the decoder's hidden states, the LM head applied to a few positions at a
+    time: the ``[B, R, V]`` logits never exist whole. Under autograd each chunk is checkpointed, so
+    backward recomputes its logits instead of keeping them (verl and TRL's chunked-entropy idea)."""
+    from torch.utils.checkpoint import checkpoint
+
+    hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
+    B, R = targets.shape
+    h = hidden[:, start - 1: start - 1 + R]
+    step = max(1, CHUNK_BYTES // max(1, B * head.out_features * 4))
+    parts = []
+    for s in range(0, R, step):
+        hs, ts = h[:, s:s + step], targets[:, s:s + step]
+        if torch.is_grad_enabled():
+            parts.append(checkpoint(_chunk_logprobs, hs, ts, head, temperature, use_reentrant=False))
+        else:
+            parts.append(_chunk_logprobs(hs, ts, head, temperature))
+    return torch.cat(parts, dim=1) if parts else h.new_zeros((B, 0))
+
+
 def response_logprobs(model, prompts, responses, pad_id: int, *, temperature: float = 1.0,
                       device="cpu", return_logits: bool = False):
-    """Per-token log-probs ``[B, R]`` (zero at padding) and the mask; logits too if asked."""
-    logits, r_mask = response_logits(model, prompts, responses, pad_id, device)
-    R = r_mask.shape[1]
-    targets = torch.zeros((len(responses), R), dtype=torch.long, device=logits.device)
+    """Per-token log-probs ``[B, R]`` (zero at padding) and the mask; logits too if asked.
+
+    Without ``return_logits``, on a plain-head architecture, the chunked path computes them; else
+    the logits of the response-predicting positions are formed once."""
+    R = max((len(r) for r in responses), default=0)
+    targets = torch.zeros((len(responses), R), dtype=torch.long)
     for i, r in enumerate(responses):
         if r:
             targets[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    lp = token_logprobs(logits, targets, temperature) * r_mask
+    parts = None if return_logits else _decoder_and_head(model)
+    if parts is not None:
+        ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
+        ids, mask, pos, r_mask = ids.to(device), mask.to(device), pos.to(device), r_mask.to(device)
+        lp = chunked_response_logprobs(*parts, ids, mask, pos, start, targets.to(device), temperature)
+        return lp * r_mask, r_mask
+    logits, r_mask = response_logits(model, prompts, responses, pad_id, device)
+    lp = token_logprobs(logits, targets.to(logits.device), temperature) * r_mask
     if return_logits:
         if temperature > 0 and temperature != 1.0:
             logits = logits / temperature
