@@ -41,6 +41,10 @@ class Runtime:
 
 
 def setup_torch(cfg: TrainConfig) -> str:
+    if cfg.trainer.release_memory:
+        from satseq.utils.memory import release_freed_memory
+
+        release_freed_memory()
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     device = cfg.device

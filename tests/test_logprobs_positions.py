@@ -85,3 +85,16 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny, mode):
     assert plain.keys() == ckpt.keys() and plain
     for n in plain:
         torch.testing.assert_close(ckpt[n], plain[n], rtol=1e-4, atol=1e-6)
+
+
+def test_release_memory_fixes_glibcs_mmap_threshold_unless_the_user_chose_one():
+    import os
+    import subprocess
+    import sys
+
+    code = "from satseq.utils.memory import release_freed_memory as r; print(r())"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    applied = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.strip()
+    assert applied == ("True" if os.uname().sysname == "Linux" else applied)
+    env["MALLOC_MMAP_THRESHOLD_"] = "65536"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.strip() == "False"
