@@ -50,6 +50,7 @@ def main(argv=None) -> None:
     ap.add_argument("--problems", type=int, default=200)
     ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--only", choices=["warm", "trained"], help="evaluate only the warm starts (e.g. while training) or the trained runs")
     args = ap.parse_args(argv)
 
     from satseq.compare.baselines import warm_start_run
@@ -66,6 +67,8 @@ def main(argv=None) -> None:
         common = dict(dataset=str(ROOT / cfg.data.eval) if not Path(cfg.data.eval).is_absolute() else cfg.data.eval,
                       problems=args.problems, max_new=cfg.rollout.max_new_tokens, threads=args.threads)
         for label, target, stage in (("warm start", warm, 0), ("trained", run, None)):
+            if args.only and args.only != ("warm" if stage == 0 else "trained"):
+                continue
             key = f"{run.name}_{'warm' if stage == 0 else 'trained'}"
             sampled = _evaluate(target, out / key / "t1", n=args.n, temperature=1.0, stage=stage, **common)
             greedy = _evaluate(target, out / key / "greedy", n=1, temperature=0.0, stage=stage, **common)
