@@ -62,8 +62,8 @@ def main(argv=None) -> None:
     for run in map(Path, args.runs):
         cfg = load_config(run / "train_config.yaml", [])
         warm = warm_start_run(run, out)
-        stats = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
         rows_run = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        stats = rows_run[-1]
         common = dict(dataset=str(ROOT / cfg.data.eval) if not Path(cfg.data.eval).is_absolute() else cfg.data.eval,
                       problems=args.problems, max_new=cfg.rollout.max_new_tokens, threads=args.threads)
         for label, target, stage in (("warm start", warm, 0), ("trained", run, None)):

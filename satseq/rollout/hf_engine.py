@@ -44,11 +44,16 @@ def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
+def base_model_of(model):
+    """The transformers model under a peft wrapper (adapters stay injected in its layers), else ``model``."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def last_logits_only(model, n: int = 1) -> dict:
     """``{"logits_to_keep": n}`` where the model's forward takes it (transformers ≥ 4.49): only the
     last ``n`` positions are projected onto the vocabulary (the prefill needs 1; the trainer needs the
     positions that predict the response) instead of every position."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model_of(model)
     key = type(base)
     if key not in _KEEPS_LOGITS:
         _KEEPS_LOGITS[key] = "logits_to_keep" in inspect.signature(base.forward).parameters

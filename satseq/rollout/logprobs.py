@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from satseq.rollout.hf_engine import last_logits_only
+from satseq.rollout.hf_engine import base_model_of, last_logits_only
 from satseq.rollout.padding import prompt_response_batch
 
 
@@ -41,7 +41,7 @@ CHUNK_BYTES = 64 * 2**20  # fp32 logits per chunk of positions in the chunked pa
 
 
 def _decoder_and_head(model):
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model_of(model)
     if getattr(getattr(base, "config", None), "model_type", None) not in _PLAIN_HEAD:
         return None
     get_decoder, get_head = getattr(base, "get_decoder", None), getattr(base, "get_output_embeddings", None)
