@@ -1,6 +1,7 @@
 """The ``satseq`` command line.
 
-    satseq train CONFIG [key=value ...]     train any registered method (method=...), resumable
+    satseq train CONFIG [key=value ...]     train any registered method (method=...), resumable;
+                                             data parallel under torchrun --nproc_per_node N -m satseq.cli train ...
     satseq sft [--out DIR] [--steps N]       build the embedded warm start
     satseq quickstart                        warm start → SAT-Seq and GRPO → before/after table
     satseq eval ...                          evaluate a model or a run directory
@@ -68,10 +69,14 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
     from satseq.config.loader import split_config_args
     from satseq.loop import train as run_train
 
+    from satseq.scale import ddp
+
     path, overrides = split_config_args(args or [])
     cfg = load_config(path, overrides)
-    run_dir = run_train(cfg, stop_after=stop_after)
-    typer.echo(f"run directory: {run_dir}")
+    with ddp.process_group(cfg.device):  # under torchrun: data parallel over its ranks (docs/scale.md)
+        run_dir = run_train(cfg, stop_after=stop_after)
+    if ddp.is_main():
+        typer.echo(f"run directory: {run_dir}")
 
 
 @app.command()

@@ -30,6 +30,8 @@ from satseq.rewards.custom import resolve_custom_reward
 from satseq.rewards.grade import timeout_count
 from satseq.utils.versions import library_versions
 from satseq.runtime import build_runtime
+from satseq.scale import ddp
+from satseq.scale.ddp_rollout import rollout as dp_rollout
 from satseq.tracking import Tracker
 from satseq.utils.io import write_json
 from satseq.utils.progress import progress_bar
@@ -92,12 +94,15 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
     checkpoint of that stage (``satseq compare``'s token / wall-clock budget)."""
     cfg = finalize(cfg)
     run_dir = cfg.run_dir
+    main = ddp.is_main()  # under torchrun only rank 0 writes and prints (satseq.scale.ddp)
+    console = console if main else (lambda *a, **k: None)
     ray_info = None
     if cfg.trainer.ray_address:
         from satseq.distributed import connect_ray
 
         ray_info = connect_ray(cfg.trainer.ray_address, console)
-    run = build_run(cfg, console, reward_fn)
+    with ddp.main_first():  # rank 0 first: it may build the warm start the others then load
+        run = build_run(cfg, console, reward_fn)
     method, rt, workflow, updater, gen = run.method, run.rt, run.workflow, run.updater, run.generator
     sampler = EpochSampler(len(rt.train), seed=cfg.seed)
     start = 0
@@ -108,26 +113,28 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
         sampler.load_state_dict(state["sampler"])
         start = state["stage"] + 1
         console(f"[satseq] resuming {run_dir} at stage {start}")
-    save_config(cfg, run_dir / "train_config.yaml")
-    write_json(run_dir / "run_info.json", {"method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode,
-                                           **method.run_info(cfg, workflow), **({"ray": ray_info} if ray_info else {}),
-                                           "base_model": cfg.model.path, "prompt_format": rt.fmt.name,
-                                           "embedded_task": cfg.data.embedded_task, "versions": library_versions()})
+    if main:
+        save_config(cfg, run_dir / "train_config.yaml")
+        write_json(run_dir / "run_info.json", {
+            "method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode, **method.run_info(cfg, workflow),
+            **({"ray": ray_info} if ray_info else {}), "base_model": cfg.model.path, "prompt_format": rt.fmt.name,
+            "embedded_task": cfg.data.embedded_task, "versions": library_versions(),
+            **({"data_parallel_ranks": ddp.world_size()} if ddp.is_distributed() else {})})
     tracker = Tracker(run_dir, tensorboard=cfg.trainer.tensorboard, wandb=cfg.trainer.wandb,
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
-                      config=dump_config(cfg), resume_step=start)
+                      config=dump_config(cfg), resume_step=start) if main else ddp.NoTracker()
     last, hook_state = cfg.trainer.num_stages - 1, {}
     generated = {"tokens": 0, "samples": 0}  # this stage's, dropped groups (dynamic sampling) included
 
     def draw(n: int):  # n more prompts, rolled out and rewarded (method.collect may draw again)
         problems = [rt.train[i] for i in sampler.next_batch(n)]
-        eps = workflow.rollout(problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
+        eps = dp_rollout(workflow, problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
         generated["tokens"] += sum(len(t.response_ids) for ep in eps for t in ep.turns)
         generated["samples"] += sum(len(ep.turns) for ep in eps)
         return eps, method.assign_rewards(cfg, eps, run.rewards) or {}
 
     with tracker, progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
-                               enabled=cfg.trainer.progress) as bar:
+                               enabled=cfg.trainer.progress and main) as bar:
         bar.advance(start)
         for stage in range(start, cfg.trainer.num_stages):
             t0, timeouts0 = time.perf_counter(), timeout_count()
@@ -148,10 +155,11 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
             tracker.log(metrics, step=stage)
             method.after_log(cfg, metrics, hook_state, console)
             stop = bool(stop_when is not None and stop_when(stage, metrics))
-            if stage == last or stop or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0):
+            if main and (stage == last or stop or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0)):
                 save_agent_checkpoints(run_dir, rt.pool, stage + 1, export_pt=cfg.trainer.export_pt)
-            save_trainer_state(run_dir, stage=stage, pool=rt.pool, extra={
-                "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict()})
+            if main:
+                save_trainer_state(run_dir, stage=stage, pool=rt.pool, extra={
+                    "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict()})
             bar.set_postfix(f"vote {metrics['rollout/vote_accuracy']:.2f}")
             bar.advance()
             if stop or (stop_after is not None and stage + 1 >= stop_after):

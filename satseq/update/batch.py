@@ -12,6 +12,7 @@ import torch
 
 from satseq.rollout.logprobs import response_logprobs
 from satseq.records import Episode
+from satseq.scale import ddp
 
 
 @dataclass
@@ -52,7 +53,26 @@ def turns_of(episodes: list[Episode], agent: str, advantages: torch.Tensor | Non
 
 def batch_logprobs(model, batch: TurnBatch, pad_id: int, *, temperature: float, device, chunk: int = 64,
                    need_logits: bool = False, grad: bool = False):
-    """Log-probs ``[B, R]`` (and full-vocab log-softmax if asked), computed in chunks without grad."""
+    """Log-probs ``[B, R]`` (and full-vocab log-softmax if asked), computed in chunks without grad.
+
+    Data-parallel (torchrun, :mod:`satseq.scale.ddp`): each rank computes its own rows and every rank
+    gets the whole batch back, its own rows still carrying their graph when ``grad``; every rank must
+    call it on the same batch."""
+    if ddp.is_distributed():
+        own = batch.select(torch.tensor(ddp.owned_rows(len(batch)), dtype=torch.long))
+        if len(own):
+            out = _batch_logprobs(model, own, pad_id, temperature=temperature, device=device, chunk=chunk,
+                                  need_logits=need_logits, grad=grad)
+        else:  # fewer rows than ranks: this rank has none (the shapes only need the right rank and dtype)
+            out = (torch.zeros((0, 0), device=device), torch.zeros((0, 0), dtype=torch.long, device=device),
+                   torch.zeros((0, 0, 0), device=device))[: 3 if need_logits else 2]
+        return tuple(ddp.share_rows(x, len(batch)) for x in out)
+    return _batch_logprobs(model, batch, pad_id, temperature=temperature, device=device, chunk=chunk,
+                           need_logits=need_logits, grad=grad)
+
+
+def _batch_logprobs(model, batch: TurnBatch, pad_id: int, *, temperature: float, device, chunk: int,
+                    need_logits: bool, grad: bool):
     lps, masks, logits = [], [], []
     ctx = torch.enable_grad() if grad else torch.no_grad()
     with ctx:

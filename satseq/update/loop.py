@@ -19,6 +19,7 @@ from typing import Iterator, Protocol
 
 import torch
 
+from satseq.scale import ddp
 from satseq.update.batch import TurnBatch, batch_logprobs, minibatch_indices
 
 
@@ -79,9 +80,13 @@ def minibatches(batch: TurnBatch, epochs: int, size: int,
 
 
 def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor, params, grad_clip: float) -> float:
-    """zero_grad → backward → clip the global grad norm (if ``grad_clip > 0``) → step; returns the loss."""
+    """zero_grad → backward → (data-parallel: sum the gradients over ranks) → clip the global grad norm
+    (if ``grad_clip > 0``) → step; returns the loss."""
+    params = list(params)
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    if loss.requires_grad or not ddp.is_distributed():  # data-parallel: a rank may hold no row of it
+        loss.backward()
+    ddp.all_reduce_grads(params)  # Σ over ranks (satseq.scale.ddp); nothing on one process
     if grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(params, grad_clip)
     opt.step()
