@@ -32,6 +32,7 @@ from satseq.utils.versions import library_versions
 from satseq.runtime import build_runtime
 from satseq.scale import ddp
 from satseq.scale.ddp_rollout import rollout as dp_rollout
+from satseq.scale.ray_runtime import build_ray_runtime  # agents in Ray actors (imports ray only when used)
 from satseq.tracking import Tracker
 from satseq.utils.io import write_json
 from satseq.utils.progress import progress_bar
@@ -60,11 +61,11 @@ def build_run(cfg: TrainConfig, console=print, reward_fn=None) -> Run:
         raise ConfigError(f"config key '{key}': not supported with method={cfg.method} "
                           "(its turn rewards are defined by correctness)")
     gen = torch.Generator().manual_seed(cfg.seed)
-    rt = build_runtime(cfg, method, console)
+    rt = (build_ray_runtime if cfg.trainer.backend == "ray" else build_runtime)(cfg, method, console)
     prepared = method.prepare(cfg, rt, custom, console)
-    workflow = make_workflow(method.workflow, method.roles(cfg, rt.pool.names), rt.fmt, rt.sampling,
-                             **method.workflow_options(cfg))
-    updater = method.build_updater(cfg, rt, gen, prepared)
+    workflow = rt.backend.workflow(make_workflow(method.workflow, method.roles(cfg, rt.pool.names), rt.fmt,
+                                                 rt.sampling, **method.workflow_options(cfg)))
+    updater = rt.backend.updater(method, cfg, rt, gen, prepared)  # local: method.build_updater(...)
     return Run(method, rt, workflow, updater, RewardContext(custom=custom, updater=updater), gen,
                method.metric_roles(cfg, rt, workflow))
 
@@ -97,13 +98,14 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
     main = ddp.is_main()  # under torchrun only rank 0 writes and prints (satseq.scale.ddp)
     console = console if main else (lambda *a, **k: None)
     ray_info = None
-    if cfg.trainer.ray_address:
+    if cfg.trainer.ray_address and cfg.trainer.backend == "local":  # record the cluster, train here
         from satseq.distributed import connect_ray
 
         ray_info = connect_ray(cfg.trainer.ray_address, console)
     with ddp.main_first():  # rank 0 first: it may build the warm start the others then load
         run = build_run(cfg, console, reward_fn)
     method, rt, workflow, updater, gen = run.method, run.rt, run.workflow, run.updater, run.generator
+    ray_info = rt.backend.info or ray_info
     sampler = EpochSampler(len(rt.train), seed=cfg.seed)
     start = 0
     state = load_trainer_state(run_dir, rt.pool) if cfg.resume else None
@@ -133,7 +135,7 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
         generated["samples"] += sum(len(ep.turns) for ep in eps)
         return eps, method.assign_rewards(cfg, eps, run.rewards) or {}
 
-    with tracker, progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
+    with rt.backend, tracker, progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
                                enabled=cfg.trainer.progress and main) as bar:
         bar.advance(start)
         for stage in range(start, cfg.trainer.num_stages):

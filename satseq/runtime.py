@@ -9,7 +9,7 @@ rollout engine, and loads the training and held-out problems (``embedded``: the 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -38,6 +38,26 @@ class Runtime:
     sampling: SamplingParams
     train: list[Problem]
     eval: list[Problem]
+    backend: object = field(default_factory=lambda: LocalBackend())
+
+
+class LocalBackend:
+    """``trainer.backend=local``: agents, rollouts and updates in this process (``ray`` is never
+    imported). ``backend=ray``'s counterpart: :class:`satseq.scale.ray_runtime.RayBackend`."""
+
+    info = None
+
+    def workflow(self, workflow):
+        return workflow
+
+    def updater(self, method, cfg, rt, generator, prepared):
+        return method.build_updater(cfg, rt, generator, prepared)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 def setup_torch(cfg: TrainConfig) -> str:

@@ -111,6 +111,16 @@ class RewardConfig(Section):
 
 
 # ------------------------------------------------------------------------------------- trainer
+class ActorPlacement(Section):
+    """One ``trainer.placement`` entry of ``trainer.backend=ray``: one Ray actor, the agents it hosts
+    and the resources it reserves (docs/scale.md, "Placements")."""
+
+    agents: list[str] = Field(..., min_length=1, description="the pool agents this actor hosts (LoRA: one shared base in the actor)")
+    num_cpus: float = Field(1.0, ge=0.0, description="logical CPUs the actor reserves (also its torch threads when threads=0)")
+    num_gpus: float = Field(0.0, ge=0.0, description="GPUs the actor reserves; fractional values share a GPU between actors (0.5: two per GPU)")
+    resources: dict[str, float] = Field(default_factory=dict, description='custom Ray resources the actor needs, e.g. {"node_a": 1} to pin it to the node declaring node_a')
+
+
 class TrainerConfig(Section):
     num_stages: int = Field(40, ge=1, description="training stages (one rollout batch + agent updates each)")
     train_batch_size: int = Field(8, ge=1, description="prompts per stage")
@@ -128,7 +138,13 @@ class TrainerConfig(Section):
     wandb_project: str = Field("satseq", description="W&B project name")
     mlflow: bool = Field(False, description="log metrics to MLflow (if installed)")
     ray_address: Optional[str] = Field(
-        None, description="Ray cluster to connect to (submit_mlmt.sbatch sets it); training still runs in the driver process")
+        None, description="Ray cluster to connect to (the Slurm scripts set it); with backend=ray and no address a local cluster is started; with backend=local the run only records the cluster and trains in its own process")
+    backend: Literal["local", "ray"] = Field(
+        "local", description="local: every agent in this process (needs no Ray); ray: each agent (or group of LoRA agents) in a Ray actor placed by trainer.placement, the driver stays the single controller; sat_seq and grpo only (docs/scale.md)")
+    placement: list[ActorPlacement] = Field(
+        default_factory=list, description="backend=ray: one entry per actor, the agents it hosts and the resources it reserves (empty: one actor per agent, 1 CPU each; docs/scale.md)")
+    pipeline_micro_batches: int = Field(
+        1, ge=1, description="backend=ray: roll a stage out in this many micro-batches of prompts run concurrently, so agent k+1 works on micro-batch b while agent k works on b+1; the same episodes as 1 (per-episode streams; docs/scale.md)")
 
 
 # ------------------------------------------------------------------------------------ top level
@@ -174,7 +190,7 @@ class TrainConfig(Section):
 
 
 __all__ = [
-    "AgentConfig", "AlgorithmConfig", "CertificateConfig", "DataConfig", "GRPOConfig", "KLCtrlConfig",
+    "ActorPlacement", "AgentConfig", "AlgorithmConfig", "CertificateConfig", "DataConfig", "GRPOConfig", "KLCtrlConfig",
     "LoraConfig", "MLMTConfig", "MLMTRoleConfig", "MLMTScheduleConfig", "ModelConfig", "PAGConfig", "RewardConfig", "RolloutConfig", "SatSeqConfig", "TrainConfig",
     "TrainerConfig",
 ]

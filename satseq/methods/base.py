@@ -59,6 +59,8 @@ class Method:
     config_defaults: dict[str, Any] = {}   # dotted config keys set when the user leaves them unset
     grpo_presets: bool = False             # reads grpo.loss (baseline presets), grpo.dynamic_sampling, grpo.overlong_buffer
     supports_custom_reward: bool = True    # reward.custom / reward.controller replace correctness
+    ray_updater: Optional[str] = None      # trainer.backend=ray: "per_agent" (SAT-Seq's step in each agent's
+                                           # actor), "whole" (a one-agent updater in its actor), None: local only
 
     # ------------------------------------------------------------------ config
     @property

@@ -62,6 +62,19 @@ class AgentPool:
                 peft_model.load_adapter(path, adapter_name=name, is_trainable=True)
         return cls(names, tokenizer, mode="lora", peft_model=peft_model, device=device)
 
+    def only(self, names: list[str]) -> "AgentPool":
+        """This pool restricted to ``names`` (a Ray actor hosting some of the agents, docs/scale.md).
+        LoRA: the other adapters are deleted from the shared base; the kept ones are untouched."""
+        for n in names:
+            self._check(n)
+        if self.mode == "full":
+            return AgentPool.full(list(names), [self._models[n] for n in names], self.tokenizer, device=self.device)
+        self._peft.set_adapter(names[0])
+        for n in self.names:
+            if n not in names:
+                self._peft.delete_adapter(n)
+        return AgentPool(list(names), self.tokenizer, mode="lora", peft_model=self._peft, device=self.device)
+
     # ----------------------------------------------------------------- acting and training
     def module(self, name: str) -> torch.nn.Module:
         """The module that computes agent ``name``'s policy (activates its adapter in LoRA mode)."""

@@ -20,6 +20,7 @@ class GRPO(Method):
     title = "GRPO"
     owns_workflow = True
     grpo_presets = True
+    ray_updater = "whole"  # trainer.backend=ray: the updater in the policy's actor (satseq/scale/ray_updaters.py)
 
     def defaults(self, cfg) -> dict:
         from satseq.methods.grpo.presets import preset_settings

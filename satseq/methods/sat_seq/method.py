@@ -15,6 +15,7 @@ class SatSeq(Method):
     title = "SAT-Seq"
     workflow = "relay"
     owns_workflow = True
+    ray_updater = "per_agent"  # trainer.backend=ray: each agent's step in its actor (satseq/scale/ray_updaters.py)
     metric_markers = (r"^certificate/", r"/kl_quantile$")  # metric names only this method logs (plots of runs without run_info.json)
 
     @property
@@ -51,7 +52,8 @@ class SatSeq(Method):
             reward_max = None if custom is not None or own < 0 or team < 0 else len(rt.pool.names) * own + team
             certificate = CertificateBatch(cfg, rt, relay, lambda eps: relay_rewards(cfg, eps, custom),
                                            reward_max or None)
-        return StageCoordinator(cfg, rt.pool, generator, rt.device, certificate=certificate)
+        coordinator = prepared.get("coordinator_cls", StageCoordinator)  # backend=ray: its Ray form
+        return coordinator(cfg, rt.pool, generator, rt.device, certificate=certificate)
 
     def assign_rewards(self, cfg, episodes, ctx) -> dict:
         relay_rewards(cfg, episodes, ctx.custom)

@@ -58,10 +58,16 @@ class StageCoordinator:
         self.controller = QuantileKLController(target_kl=kc.target_kl, quantile=kc.quantile,
                                                max_backtracks=s.max_backtracks, alpha=s.backtrack_alpha)
         self.betas = {n: kc.kl_coef for n in self.agents}
-        self.optimizers = {n: make_optimizer(pool, n, s.lr, cfg) for n in self.agents if n in self.trainable}
+        self.optimizers = self._make_optimizers()
         self.loss_fn = get_loss(s.policy_loss)
         self.temperature = policy_temperature(cfg)
         self.pad_id = pool.tokenizer.pad_token_id
+
+    def _make_optimizers(self) -> dict:
+        """One optimizer per trainable agent this pool holds (a Ray actor holds only its own agents;
+        the Ray driver's coordinator, :mod:`satseq.scale.ray_updaters`, holds none)."""
+        return {n: make_optimizer(self.pool, n, self.cfg.sat_seq.lr, self.cfg) for n in self.agents
+                if n in self.trainable and n in self.pool.names}
 
     # ------------------------------------------------------------------ the stage
     def update(self, stage: int, episodes: list[Episode]) -> dict:

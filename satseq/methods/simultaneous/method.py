@@ -14,6 +14,7 @@ class Simultaneous(SatSeq):
     title = "Simultaneous multi-agent (baseline)"
     owns_workflow = False     # a single model in the relay stands for SAT-Seq
     metric_markers = ()       # its metrics are a subset of SAT-Seq's
+    ray_updater = None        # its own updater, not SAT-Seq's per-agent step: trainer.backend=local only
 
     @property
     def default_run_name(self) -> str:

@@ -1,0 +1,145 @@
+"""``trainer.backend=ray``: the run's runtime with its agents in Ray actors (docs/scale.md).
+
+``build_ray_runtime(cfg, method)`` returns the same :class:`~satseq.runtime.Runtime` a local run gets,
+so :mod:`satseq.loop` runs unchanged, with three stand-ins: a
+:class:`~satseq.scale.ray_pool.RemotePool` for the agent pool, a
+:class:`~satseq.scale.ray_pool.RayEngine` for the rollout engine, and a :class:`RayBackend` that
+gives the loop the method's updater in its Ray form (:mod:`satseq.scale.ray_updaters`) and, with
+``trainer.pipeline_micro_batches > 1``, the pipelined workflow (:mod:`satseq.scale.pipeline`).
+
+Steps: check the method is supported; load the problems (in the driver: rewards are graded here);
+start or join the cluster and check it can hold ``trainer.placement``
+(:func:`~satseq.distributed.start_ray`); build the embedded warm start once, here, so that actors
+only load it; create one :class:`~satseq.scale.ray_actor.AgentHost` actor per placement entry.
+"""
+from __future__ import annotations
+
+from satseq.errors import ConfigError
+from satseq.models.warm_start import EMBEDDED
+from satseq.runtime import Runtime
+
+class RayBackend:
+    """What the loop asks of the backend: the workflow, the updater, cleanup (kills the actors)."""
+
+    def __init__(self, cfg, pool, info: dict):
+        self.cfg, self.pool, self.info = cfg, pool, info
+
+    def workflow(self, workflow):
+        m = self.cfg.trainer.pipeline_micro_batches
+        if m <= 1:
+            return workflow
+        from satseq.scale.pipeline import PipelinedWorkflow
+
+        return PipelinedWorkflow(workflow, m)
+
+    def updater(self, method, cfg, rt, generator, prepared):
+        if method.ray_updater == "per_agent":
+            from satseq.scale.ray_updaters import RayStageCoordinator
+
+            return method.build_updater(cfg, rt, generator, {**prepared, "coordinator_cls": RayStageCoordinator})
+        from satseq.scale.ray_updaters import RemoteUpdater
+
+        return RemoteUpdater(self.pool.host(self.pool.names[0]), generator)
+
+    def close(self) -> None:
+        import ray
+
+        for a in self.pool.actors():
+            ray.kill(a)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def placement_of(cfg, names: list[str]) -> list:
+    """``trainer.placement``, or one actor per agent with 1 CPU; every agent in exactly one actor."""
+    from satseq.config.schema import ActorPlacement
+
+    placement = list(cfg.trainer.placement) or [ActorPlacement(agents=[n]) for n in names]
+    placed = [n for p in placement for n in p.agents]
+    unknown = sorted(set(placed) - set(names))
+    twice = sorted({n for n in placed if placed.count(n) > 1})
+    missing = [n for n in names if n not in placed]
+    if unknown or twice or missing:
+        what = (f"unknown agents {unknown}" if unknown else f"agents {twice} placed twice" if twice
+                else f"agents {missing} not placed")
+        raise ConfigError(f"config key 'trainer.placement': {what} (the run's agents: {', '.join(names)})")
+    return placement
+
+
+def _resolved(cfg, spec, method, console):
+    """The config and agent paths the actors load: ``embedded`` replaced by the warm-start dir
+    (built here, once), ``model.lora.enabled=auto`` by what a local run would choose."""
+    from satseq.runtime import _agent_sources, _is_embedded_model
+
+    sources = _agent_sources(cfg, spec.paths)
+    use_lora = True if spec.force_lora else cfg.model.lora.enabled
+    if use_lora == "auto":
+        use_lora = not all(_is_embedded_model(s) for s in sources)
+    warm = None
+    if EMBEDDED in sources:
+        from satseq.models.embedded_tasks import ensure_embedded_warm_start
+
+        warm = str(ensure_embedded_warm_start(cfg.data.embedded_task, method, cfg.output_dir,
+                                              show_progress=cfg.trainer.progress, console=console))
+    model = cfg.model.model_copy(update={"path": warm if cfg.model.path == EMBEDDED else cfg.model.path,
+                                         "lora": cfg.model.lora.model_copy(update={"enabled": bool(use_lora)})})
+    paths = [warm if p == EMBEDDED else p for p in spec.paths]
+    return cfg.model_copy(update={"model": model}), paths
+
+
+def build_ray_runtime(cfg, method, console=print) -> Runtime:
+    if method.ray_updater is None:
+        from satseq.registry import method_names, get_method
+
+        ok = " and ".join(n for n in method_names() if get_method(n).ray_updater)
+        raise ConfigError(f"config key 'trainer.backend': ray supports method={ok}, not method={cfg.method} "
+                          "(use trainer.backend=local)")
+    from satseq.distributed import import_ray, start_ray
+    from satseq.data.context import check_prompt_lengths, context_length_of
+    from satseq.rewards.grade import set_grading_timeout
+    from satseq.runtime import _check_prompts_before_the_warm_start, check_agent_paths, load_datasets, setup_torch
+    from satseq.rollout.types import SamplingParams
+    from satseq.scale.ray_actor import AgentHost
+    from satseq.scale.ray_pool import RayEngine, RemotePool
+
+    ray = import_ray()
+    set_grading_timeout(cfg.reward.timeout)
+    setup_torch(cfg)
+    train_set, eval_set = load_datasets(cfg, method)
+    spec = method.agents(cfg)
+    _check_prompts_before_the_warm_start(cfg, spec, method, (train_set, eval_set))
+    path_keys = spec.path_keys or [f"sat_seq.agents[{i}].path" for i in range(len(spec.names))]
+    check_agent_paths(cfg, spec.names, spec.paths, path_keys)
+    placement = placement_of(cfg, spec.names)
+    info = start_ray(cfg.trainer.ray_address, placement, console)
+    actor_cfg, paths = _resolved(cfg, spec, method, console)
+    remote = ray.remote(AgentHost)
+    hosts, actors = {}, []
+    for p in placement:
+        opts = {"num_cpus": p.num_cpus, "num_gpus": p.num_gpus, **({"resources": p.resources} if p.resources else {})}
+        actor = remote.options(**opts).remote(actor_cfg, p.agents, spec.names, paths, path_keys, spec.force_lora,
+                                              int(p.num_cpus))
+        actors.append(actor)
+        hosts.update({n: actor for n in p.agents})
+    described = ray.get([a.describe.remote() for a in actors])
+    configs = {n: c for d in described for n, c in d["configs"].items()}
+    info = {**info, "actors": [{"agents": p.agents, "node_id": d["node_id"], "device": d["device"]}
+                               for p, d in zip(placement, described)]}
+    pool = RemotePool({n: hosts[n] for n in spec.names}, described[0]["tokenizer"], described[0]["mode"], configs)
+    from satseq.runtime import prompt_format_of
+
+    fmt = prompt_format_of(pool, cfg, method)
+    context = context_length_of(pool.module(pool.names[0]))
+    for problems in (train_set, eval_set):
+        check_prompt_lengths(problems, fmt, context_length=context, max_new_tokens=cfg.rollout.max_new_tokens,
+                             what="rollout.max_new_tokens")
+    sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
+                              top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop))
+    rt = Runtime(cfg, "cpu", pool, pool.tokenizer, fmt, RayEngine(pool), sampling, train_set, eval_set)
+    rt.backend = RayBackend(cfg, pool, info)
+    console(f"[satseq] backend=ray: {len(actors)} actor(s) for agents {', '.join(spec.names)}")
+    return rt
