@@ -228,5 +228,6 @@ def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     stop = tuple(cfg.rollout.stop)
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                               top_p=cfg.rollout.top_p, stop=stop)
-    engine = make_engine(cfg.rollout.engine, pool.tokenizer, batch_size=cfg.rollout.batch_size, device=device)
+    engine = make_engine(cfg.rollout.engine, pool.tokenizer, batch_size=cfg.rollout.batch_size, device=device,
+                         fused=cfg.rollout.fused, dtype=cfg.rollout.dtype)
     return Runtime(cfg, device, pool, pool.tokenizer, fmt, engine, sampling, train_set, eval_set)

@@ -84,6 +84,8 @@ class RolloutConfig(Section):
     stop: list[str] = Field(default_factory=list, description="extra stop strings ending a response")
     batch_size: int = Field(128, ge=1, description="generation micro-batch (sequences per forward)")
     engine: Literal["hf", "vllm"] = Field("hf", description="generation backend")
+    fused: bool = Field(True, description="Llama-family models (Llama, Qwen2, SmolLM2) decode through satseq's fused forward (fused weights, preallocated KV cache, packed GEMMs on x86 CPUs; satseq/rollout/fused_decode.py); false = the model's own forward")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="precision of the fused rollout (auto = model.dtype). The trainer re-scores every rollout in model.dtype, so on-policy ratios stay exactly 1; a bf16 rollout samples from a slightly different policy (the gap is logged as <agent>/logprob_gap). bf16 pays on GPUs and AMX CPUs; on CPUs without AMX it is slower than fp32 (docs/results.md)")
 
 
 # ----------------------------------------------------------------------------------- algorithm

@@ -20,13 +20,15 @@ class RolloutEngine(Protocol):
         ...
 
 
-def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "cpu") -> RolloutEngine:
+def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "cpu", fused: bool = True,
+                dtype: str = "auto") -> RolloutEngine:
     from satseq.errors import ConfigError
 
     if name == "hf":
         from satseq.rollout.hf_engine import HFEngine
 
-        return HFEngine(tokenizer, batch_size=batch_size, device=device)
+        return HFEngine(tokenizer, batch_size=batch_size, device=device, fused=fused,
+                        dtype=None if dtype == "auto" else getattr(torch, dtype))
     if name == "vllm":
         raise ConfigError("rollout.engine: 'vllm' is not available in this build yet; use rollout.engine=hf")
     raise ConfigError(f"rollout.engine: unknown engine '{name}' (known: hf, vllm)")

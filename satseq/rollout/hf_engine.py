@@ -16,12 +16,18 @@ import inspect
 import torch
 from transformers import DynamicCache
 
+from satseq.rollout import fused_decode
+from satseq.rollout.fused_decode import WeightCache
 from satseq.rollout.padding import left_pad, positions_from_mask
+from satseq.rollout.streams import as_row_streams, row_uniforms
 from satseq.rollout.types import Generation, SamplingParams
 
 
-def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator | None):
-    """Pick one token per row; return (tokens, log-prob of each under softmax(logits / T))."""
+def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator | None = None,
+                u: torch.Tensor | None = None):
+    """Pick one token per row; return (tokens, log-prob of each under softmax(logits / T)).
+    ``u``: ``[B, 1]`` uniforms (one per row, :func:`satseq.rollout.streams.row_uniforms`); drawn from
+    ``generator`` when None."""
     logits = logits.float()
     if sampling.greedy:
         logp = torch.log_softmax(logits, dim=-1)
@@ -34,12 +40,12 @@ def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch
         keep = (sorted_p.cumsum(-1) - sorted_p) < sampling.top_p  # always keeps the top token
         sorted_p = sorted_p * keep
         cdf = sorted_p.cumsum(-1)
-        u = torch.rand((probs.shape[0], 1), generator=generator) * cdf[:, -1:]
+        u = (torch.rand((probs.shape[0], 1), generator=generator) if u is None else u) * cdf[:, -1:]
         idx = torch.searchsorted(cdf, u).clamp(max=probs.shape[-1] - 1)
         tok = order.gather(-1, idx).squeeze(-1)
     else:
         cdf = probs.cumsum(-1)
-        u = torch.rand((probs.shape[0], 1), generator=generator) * cdf[:, -1:]
+        u = (torch.rand((probs.shape[0], 1), generator=generator) if u is None else u) * cdf[:, -1:]
         tok = torch.searchsorted(cdf, u).clamp(max=probs.shape[-1] - 1).squeeze(-1)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
@@ -63,33 +69,69 @@ def last_logits_only(model, n: int = 1) -> dict:
 _KEEPS_LOGITS: dict[type, bool] = {}
 
 
-class HFEngine:
-    """Batched generation for any ``transformers`` causal LM (CPU or GPU)."""
+class _HFStepper:
+    """Prefill and decode through the model's own forward with a ``DynamicCache`` (any architecture)."""
 
-    def __init__(self, tokenizer, *, batch_size: int = 128, device: str = "cpu"):
+    def __init__(self, model, ids, mask, positions):
+        self.model, self.mask, self.cache = model, mask, DynamicCache()
+        self._first = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
+                            use_cache=True, **last_logits_only(model)).logits[:, -1, :]
+
+    def first_logits(self):
+        return self._first
+
+    def step(self, tokens, positions, live):
+        self.mask = torch.cat([self.mask, live.long()[:, None]], dim=1)
+        return self.model(input_ids=tokens[:, None], attention_mask=self.mask, position_ids=positions,
+                          past_key_values=self.cache, use_cache=True).logits[:, -1, :]
+
+
+class HFEngine:
+    """Batched generation for any ``transformers`` causal LM (CPU or GPU).
+
+    Llama-family models (Llama, Qwen2, SmolLM2) decode through :mod:`satseq.rollout.fused_decode`
+    (``fused=True``, the default), in ``dtype`` (None = the model's own); other architectures through
+    the model's forward with a ``DynamicCache``."""
+
+    def __init__(self, tokenizer, *, batch_size: int = 128, device: str = "cpu", fused: bool = True,
+                 dtype: torch.dtype | None = None):
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.device = torch.device(device)
+        self.fused = fused
+        self.dtype = dtype
+        self._weights = WeightCache()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
 
     def generate(self, model, prompts: list[list[int]], sampling: SamplingParams,
-                 generator: torch.Generator | None = None) -> list[Generation]:
+                 generator=None) -> list[Generation]:
+        """``generator``: one ``torch.Generator`` (split into one stream per prompt) or a list of
+        per-prompt streams (:mod:`satseq.rollout.streams`); row i samples from its stream only."""
+        streams = as_row_streams(generator, len(prompts))
         out: list[Generation] = []
         for start in range(0, len(prompts), self.batch_size):
-            out.extend(self._generate_batch(model, prompts[start:start + self.batch_size], sampling, generator))
+            rows = slice(start, start + self.batch_size)
+            out.extend(self._generate_batch(model, prompts[rows], sampling,
+                                            None if streams is None else streams[rows]))
         return out
 
+    def _stepper(self, model, ids, mask, pos, max_new_tokens):
+        if self.fused and fused_decode.supports(model):
+            dtype = self.dtype or next(model.parameters()).dtype
+            return fused_decode.FusedDecoder(self._weights.get(model, dtype, rows=len(ids)), ids, mask, pos,
+                                             max_new_tokens)
+        return _HFStepper(model, ids, mask, pos)
+
     @torch.no_grad()
-    def _generate_batch(self, model, prompts, sampling: SamplingParams, generator) -> list[Generation]:
+    def _generate_batch(self, model, prompts, sampling: SamplingParams, streams) -> list[Generation]:
         was_training = model.training
         model.eval()
         ids, mask = left_pad(prompts, self.pad_id)
         ids, mask = ids.to(self.device), mask.to(self.device)
         pos = positions_from_mask(mask)
-        cache = DynamicCache()
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                       use_cache=True, **last_logits_only(model)).logits[:, -1, :]
+        stepper = self._stepper(model, ids, mask, pos, sampling.max_new_tokens)
+        logits = stepper.first_logits()
         B = len(prompts)
         tokens = [[] for _ in range(B)]
         logps = [[] for _ in range(B)]
@@ -97,9 +139,11 @@ class HFEngine:
         done = torch.zeros(B, dtype=torch.bool)
         next_pos = pos[:, -1:] + 1
         for _ in range(sampling.max_new_tokens):
-            tok, lp = sample_next(logits, sampling, generator)
+            active = torch.nonzero(~done).flatten().tolist()
+            u = None if sampling.greedy else row_uniforms(streams, active, B)
+            tok, lp = sample_next(logits, sampling, u=u)
             tok, lp = tok.cpu(), lp.cpu()
-            for i in torch.nonzero(~done).flatten().tolist():
+            for i in active:
                 t = int(tok[i])
                 tokens[i].append(t)
                 logps[i].append(float(lp[i]))
@@ -107,12 +151,10 @@ class HFEngine:
                     done[i], finish[i] = True, "eos"
                 elif sampling.stop and self._hit_stop(tokens[i], sampling.stop):
                     done[i], finish[i] = True, "stop"
-            if bool(done.all()):
+            if bool(done.all()) or len(tokens[active[0]]) >= sampling.max_new_tokens:
                 break
-            step_ids = torch.where(done, torch.full_like(tok, self.pad_id), tok)[:, None].to(self.device)
-            mask = torch.cat([mask, (~done).long()[:, None].to(self.device)], dim=1)
-            logits = model(input_ids=step_ids, attention_mask=mask, position_ids=next_pos,
-                           past_key_values=cache, use_cache=True).logits[:, -1, :]
+            step_ids = torch.where(done, torch.full_like(tok, self.pad_id), tok).to(self.device)
+            logits = stepper.step(step_ids, next_pos, (~done).to(self.device))
             next_pos = next_pos + 1
         if was_training:
             model.train()

@@ -53,6 +53,18 @@ def is_on_policy(s: PGSettings, n: int) -> bool:
     return s.epochs == 1 and n <= s.mini_batch_size
 
 
+def behaviour_gap(lp: torch.Tensor, mask: torch.Tensor, behaviour: list[list[float]]) -> float:
+    """Mean |log π_train(y_t) − log π_rollout(y_t)| over response tokens: how far the engine's sampling
+    policy (another precision, another kernel) is from the policy the loss trains. Diagnostic only:
+    the loss uses the trainer's own log-probs, so on-policy ratios are exactly 1 either way."""
+    beh = torch.zeros_like(lp, dtype=torch.float32)
+    for i, b in enumerate(behaviour):
+        n = min(len(b), beh.shape[1])
+        beh[i, :n] = torch.tensor(b[:n])
+    m = mask.float()
+    return float(((lp.detach().float() - beh).abs() * m).sum() / m.sum().clamp(min=1))
+
+
 def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnBatch, s: PGSettings, *,
                       generator: torch.Generator, device, reference: str | None = None) -> dict:
     """Update agent ``agent`` on ``batch``; ``reference`` names whose reference the KL term uses
@@ -77,6 +89,8 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
                                    chunk=len(mb))
             w = lp.shape[1]
             kl = kl_penalty(lp, ref_lp[idx][:, :w], "k3") if ref_lp is not None else None
+            if not losses:  # before the first step: the trainer's log-probs of the behaviour policy's samples
+                gap = behaviour_gap(lp, m, mb.behaviour_logprobs)
             old = lp.detach() if old_lp is None else old_lp[idx][:, :w]
             loss, lm = loss_fn(lp, old, mb.advantages.to(lp.device), m, clip_low=s.clip_low,
                                clip_high=s.clip_high, agg_mode=s.agg_mode, kl=kl, beta=s.kl_coef, **extra)
@@ -84,7 +98,7 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
                 kls.append(lm["kl"])
             losses.append(optimizer_step(opt, loss, pool.parameters(agent), s.grad_clip))
             clipfracs.append(float(lm["clipfrac"]))
-    out = {"loss": mean(losses), "clipfrac": mean(clipfracs)}
+    out = {"loss": mean(losses), "clipfrac": mean(clipfracs), "logprob_gap": gap}
     if kls:
         out["kl_ref"] = mean(kls)
     return out

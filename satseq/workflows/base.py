@@ -11,7 +11,9 @@ workflow is constructed the same way and rolls out the same way::
 ``agents`` maps each role the workflow needs (``roles``) to the pool agent that plays it; a role
 list of ``None`` means "one role per agent, named after it" (``single``, ``relay``). Every turn is
 recorded with :meth:`satseq.records.Turn.from_generation`, with ``role`` and ``agent`` set as
-:mod:`satseq.records` describes.
+:mod:`satseq.records` describes. Episodes are ordered problem-major (episode ``p * group_size + g``)
+and each samples from its own stream (:mod:`satseq.rollout.streams`): ``streams`` passes them in
+(a shard or micro-batch of a larger batch), else they are drawn from ``generator``.
 """
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ class Workflow(Protocol):
     agents: dict[str, str]              # role -> pool agent
 
     def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
-                generator: torch.Generator | None = None,
-                sampling: SamplingParams | None = None) -> list[Episode]: ...
+                generator: torch.Generator | None = None, sampling: SamplingParams | None = None,
+                streams: list[torch.Generator] | None = None) -> list[Episode]: ...
 
 
 def register_workflow(cls: W) -> W:

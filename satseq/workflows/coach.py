@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from satseq.rewards.extract import extract_answer
+from satseq.rollout.streams import episode_streams
 from satseq.rollout.types import SamplingParams
 from satseq.records import Episode, Problem, Turn
 from satseq.workflows.base import check_roles, register_workflow
@@ -42,17 +43,19 @@ class CoachWorkflow:
                                                  prompt_text=text, answer=extract_answer(gen.text), info=info))
 
     def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
-                generator: torch.Generator | None = None, sampling: SamplingParams | None = None) -> list[Episode]:
+                generator: torch.Generator | None = None, sampling: SamplingParams | None = None,
+                streams: list[torch.Generator] | None = None) -> list[Episode]:
         sampling = sampling or self.sampling
         eps = [Episode(problem=p, group=g) for g, p in enumerate(problems) for _ in range(group_size)]
+        streams = streams if streams is not None else episode_streams(generator, len(eps))
         self._turns(eps, [self.fmt.single(ep.problem.problem) for ep in eps], SOLVER, pool, engine, sampling,
-                    generator)
+                    streams)
         self._turns(eps, [self.fmt.coach(ep.problem.problem, ep.turns[0].text) for ep in eps], COACH, pool, engine,
-                    sampling, generator)
+                    sampling, streams)
         without = [{"prompt_ids_without_feedback": self.fmt.encode(
             self.fmt.refine(ep.problem.problem, ep.turns[0].text, None))} for ep in eps]
         self._turns(eps, [self.fmt.refine(ep.problem.problem, ep.turns[0].text, ep.turns[1].text) for ep in eps],
-                    SOLVER, pool, engine, sampling, generator, extra=without)
+                    SOLVER, pool, engine, sampling, streams, extra=without)
         for ep in eps:
             ep.prediction = ep.turns[2].answer
             ep.info.update(answer_t1=ep.turns[0].answer, answer_t3=ep.turns[2].answer)

@@ -13,6 +13,7 @@ import torch
 from satseq.rewards.voting import majority_vote
 from satseq.rewards.extract import extract_answer
 from satseq.rewards.grade import is_equivalent
+from satseq.rollout.streams import episode_streams
 from satseq.rollout.types import SamplingParams
 from satseq.records import Episode, Problem, Turn
 from satseq.workflows.base import check_roles, register_workflow
@@ -30,13 +31,15 @@ class RelayWorkflow:
         self.sampling = sampling
 
     def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
-                generator: torch.Generator | None = None, sampling: SamplingParams | None = None) -> list[Episode]:
+                generator: torch.Generator | None = None, sampling: SamplingParams | None = None,
+                streams: list[torch.Generator] | None = None) -> list[Episode]:
         sampling = sampling or self.sampling
         episodes = [Episode(problem=p, group=g) for g, p in enumerate(problems) for _ in range(group_size)]
+        streams = streams if streams is not None else episode_streams(generator, len(episodes))
         for k, (role, agent) in enumerate(self.agents.items()):
             texts = [self.fmt.relay(ep.problem.problem, [(t.answer, t.text) for t in ep.turns]) for ep in episodes]
             prompt_ids = [self.fmt.encode(t) for t in texts]
-            gens = engine.generate(pool.module(agent), prompt_ids, sampling, generator)
+            gens = engine.generate(pool.module(agent), prompt_ids, sampling, streams)
             for ep, text, gen in zip(episodes, texts, gens):
                 ep.turns.append(Turn.from_generation(gen, role=role, agent=agent, index=k, prompt_text=text,
                                                      answer=extract_answer(gen.text)))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from satseq.rewards.extract import extract_answer
+from satseq.rollout.streams import episode_streams, pick
 from satseq.rollout.types import SamplingParams
 from satseq.records import Episode, Problem, Turn
 from satseq.workflows.base import check_roles, register_workflow
@@ -60,9 +61,11 @@ class SelfVerifyWorkflow:
                                generator)
 
     def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
-                generator: torch.Generator | None = None, sampling: SamplingParams | None = None) -> list[Episode]:
+                generator: torch.Generator | None = None, sampling: SamplingParams | None = None,
+                streams: list[torch.Generator] | None = None) -> list[Episode]:
         sampling = sampling or self.sampling
         episodes = [Episode(problem=p, group=g) for g, p in enumerate(problems) for _ in range(group_size)]
+        streams = streams if streams is not None else episode_streams(generator, len(episodes))
         last_policy: dict[int, Turn] = {}
         last_verify: dict[int, Turn] = {}
         active = list(range(len(episodes)))
@@ -75,14 +78,16 @@ class SelfVerifyWorkflow:
             else:
                 texts = [self.fmt.revise(episodes[i].problem.problem, last_policy[i].text, last_verify[i].text)
                          for i in active]
-            for i, text, gen in zip(active, texts, self._generate(engine, pool, POLICY, texts, sampling, generator)):
+            gens = self._generate(engine, pool, POLICY, texts, sampling, pick(streams, active))
+            for i, text, gen in zip(active, texts, gens):
                 last_policy[i] = self._turn(episodes[i], text, gen, POLICY, attempt, extract_answer(gen.text))
             at_limit = attempt >= self.max_policy_turns
             if at_limit and not self.verify_last:
                 break
             # verifier turn: judge the attempt just made
             texts = [self.fmt.verify(episodes[i].problem.problem, last_policy[i].text) for i in active]
-            for i, text, gen in zip(active, texts, self._generate(engine, pool, VERIFIER, texts, sampling, generator)):
+            gens = self._generate(engine, pool, VERIFIER, texts, sampling, pick(streams, active))
+            for i, text, gen in zip(active, texts, gens):
                 last_verify[i] = self._turn(episodes[i], text, gen, VERIFIER, attempt, None,
                                             verdict=self.fmt.parse_verdict(gen.text),
                                             judged_turn=last_policy[i].index)

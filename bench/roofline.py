@@ -1,0 +1,151 @@
+"""SmolLM2-135M rollout against its CPU roofline and against transformers' ``generate``.
+
+    .venv/bin/python bench/roofline.py [--batch 32] [--tokens 64] [--threads 1] [--repeats 3] [--out DIR]
+
+1. **Roofline.** Measures this machine's matmul peak (a large square GEMM, fp32 and bf16, best of
+   several) and the memory bandwidth (a large copy), then derives the fastest possible time for the
+   shape: the prefill (B × P prompt tokens through every layer, the LM head at the last position
+   only) plus T decode steps, each step costing ``max(FLOPs / peak, weight bytes / bandwidth)``.
+   FLOPs per token = 2 × (layer weights + LM head) + attention (4 · S · d · H per layer at context S).
+2. **Rollout.** The engine (`HFEngine`, fused Llama path) vs ``model.generate(do_sample=True)``,
+   B prompts × exactly T sampled tokens (EOS ignored by both), interleaved A, B, A, B in one
+   process, in bf16 (the model cast to bf16) and in fp32; reports tok/s, the ratio of medians and the
+   share of the roofline.
+
+Run it on an idle machine when you can; the figures in docs/results.md say under what load they were
+taken. Writes ``roofline.json`` under ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+
+def gemm_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
+    """Best FLOP/s of an n×n×n matmul."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def bandwidth(mb: int = 512, repeats: int = 5) -> float:
+    """Best bytes/s of a large copy (read + write)."""
+    src = torch.empty(mb * 2 ** 20, dtype=torch.uint8).fill_(1)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * src.numel() / best
+
+
+def roofline_seconds(cfg, batch: int, prompt: int, tokens: int, peak: float, bw: float, bytes_per: int) -> dict:
+    d, L, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
+    h, kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    hd = d // h
+    layer_params = L * (d * (h + 2 * kv) * hd + h * hd * d + 3 * d * cfg.intermediate_size)
+    head_params = V * d
+
+    def attn_flops(ctx):  # q·K and p·V for every head at context ctx
+        return L * 4 * ctx * hd * h
+
+    prefill = batch * prompt * 2 * layer_params + batch * 2 * head_params \
+        + batch * sum(attn_flops(s + 1) for s in range(prompt))
+    t_prefill = prefill / peak
+    t_decode = 0.0
+    for t in range(tokens - 1):  # the first token comes from the prefill's logits
+        flops = batch * (2 * (layer_params + head_params) + attn_flops(prompt + t + 1))
+        weight_bytes = (layer_params + head_params) * bytes_per
+        t_decode += max(flops / peak, weight_bytes / bw)
+    return {"prefill_s": t_prefill, "decode_s": t_decode, "total_s": t_prefill + t_decode,
+            "tok_s": batch * tokens / (t_prefill + t_decode)}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default="outputs/bench_roofline")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    from satseq.models.loading import load_causal_lm
+    from satseq.rollout.hf_engine import HFEngine
+    from satseq.rollout.types import SamplingParams
+
+    model32, tok = load_causal_lm("smollm2")
+    model32.eval()
+    models = {"bf16": _cast(model32, torch.bfloat16), "fp32": model32}
+    chat = [{"role": "user", "content": "What is 37 + 45? Answer with the number only, then explain briefly."}]
+    text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    prompt = tok(text, add_special_tokens=False)["input_ids"]
+    P = len(prompt)
+    peaks = {"fp32": max(gemm_peak(torch.float32) for _ in range(2)),
+             "bf16": max(gemm_peak(torch.bfloat16) for _ in range(2))}
+    bw = bandwidth()
+    roof = {k: roofline_seconds(model32.config, a.batch, P, a.tokens, peaks[k], bw, 2 if k == "bf16" else 4)
+            for k in peaks}
+    print(f"threads {a.threads}; matmul peak fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} "
+          f"GFLOP/s; copy bandwidth {bw / 1e9:.1f} GB/s; prompt {P} tokens")
+    for k, r in roof.items():
+        print(f"roofline {k}: B{a.batch} × {a.tokens}: {r['total_s']:.2f} s ({r['tok_s']:.0f} tok/s; prefill "
+              f"{r['prefill_s']:.2f} s)")
+
+    eng = HFEngine(tok, batch_size=a.batch)
+    eng.eos_ids = set()  # exactly T tokens, like min_new_tokens below
+    sp = SamplingParams(max_new_tokens=a.tokens)
+    ids = torch.tensor([prompt] * a.batch)
+
+    def ours(m):
+        out = eng.generate(m, [prompt] * a.batch, sp, torch.Generator().manual_seed(0))
+        assert all(len(g.response_ids) == a.tokens for g in out)
+
+    def hf(m):
+        with torch.no_grad():
+            m.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, max_new_tokens=a.tokens,
+                       min_new_tokens=a.tokens, pad_token_id=tok.pad_token_id, top_k=0, top_p=1.0)
+
+    runs = {(k, name): [] for k in models for name in ("satseq", "hf_generate")}
+    for k, m in models.items():  # warm-up
+        ours(m), hf(m)
+    for _ in range(a.repeats):
+        for k, m in models.items():
+            for name, fn in (("satseq", ours), ("hf_generate", hf)):
+                t0 = time.perf_counter()
+                fn(m)
+                runs[(k, name)].append(time.perf_counter() - t0)
+    result = {"threads": a.threads, "batch": a.batch, "tokens": a.tokens, "prompt_tokens": P,
+              "peak_flops": peaks, "bandwidth": bw, "roofline": roof, "runs": {}}
+    for k in models:
+        s, h = statistics.median(runs[(k, "satseq")]), statistics.median(runs[(k, "hf_generate")])
+        tps = a.batch * a.tokens / s
+        result["runs"][k] = {"satseq_s": runs[(k, "satseq")], "hf_generate_s": runs[(k, "hf_generate")],
+                             "satseq_tok_s": tps, "hf_tok_s": a.batch * a.tokens / h, "ratio": h / s,
+                             "share_of_roofline": tps / roof[k]["tok_s"]}
+        print(f"{k}: satseq {tps:.0f} tok/s, HF generate {a.batch * a.tokens / h:.0f} tok/s: {h / s:.2f}×; "
+              f"{100 * tps / roof[k]['tok_s']:.0f}% of the roofline (medians of {a.repeats}, interleaved)")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "roofline.json").write_text(json.dumps(result, indent=1))
+
+
+def _cast(model, dtype):
+    import copy
+
+    return copy.deepcopy(model).to(dtype)
+
+
+if __name__ == "__main__":
+    main()

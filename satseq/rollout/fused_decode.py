@@ -1,0 +1,243 @@
+"""A lean forward for Llama-family decoders (Llama, Qwen2, SmolLM2) used by the rollout engine.
+
+Why by hand (docs/design.md, "What is written by hand"): on a CPU, HF ``generate`` spends much of a
+decode step outside the matmuls — three q/k/v and two gate/up projections where one each would do,
+a growing ``DynamicCache`` re-concatenated every step, and a 1-query SDPA call that is slower than
+two batched matmuls (44 ms vs ≈ 10 ms per SmolLM2 step in bf16; ../shared/notes). This module runs
+the same mathematics with:
+
+* fused weights per layer — ``W_qkv = [W_q; W_k; W_v]``, ``W_gu = [W_gate; W_up]`` — with every
+  active peft LoRA adapter merged in (``W + (α/r)·B·A``), cast once to the rollout dtype and reused
+  until a parameter changes (``Tensor._version`` of every parameter is the cache key);
+* a preallocated KV cache ``[B, H_kv, P + T, d]`` per layer, written in place;
+* decode attention as two batched matmuls over the grouped query heads
+  (``softmax(q Kᵀ/√d + mask) V`` with ``q: [B, H_kv, H/H_kv, d]``), the softmax in fp32;
+* RMSNorm ``x · rsqrt(mean(x²) + ε) · w`` in fp32 and RoPE from the model's own rotary module
+  (so every rope-scaling variant transformers knows is respected).
+
+The prefill uses SDPA with a causal + left-padding mask. In fp32 the log-probs equal the trainer's
+full forward to ≤ 1e-5 (tests/test_fused_decode.py); in bf16 they are bf16 numbers, and the trainer
+re-scores every rollout in its own precision (docs/performance.md).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+SUPPORTED = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+
+
+def _inner(model):
+    """The transformers ``*ForCausalLM`` under a peft wrapper."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def supports(model) -> bool:
+    """Whether the fused path can run ``model`` exactly (plain Llama/Qwen2 decoders, SiLU MLP, no
+    sliding window, no logit soft-capping)."""
+    inner = _inner(model)
+    cfg = getattr(inner, "config", None)
+    if type(inner).__name__ not in SUPPORTED or cfg is None:
+        return False
+    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "use_sliding_window", False):
+        return False
+    return getattr(cfg, "final_logit_softcapping", None) is None
+
+
+def _linear(m) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of a ``Linear``, with the active, unmerged LoRA adapters of a peft layer added."""
+    if hasattr(m, "base_layer") and hasattr(m, "get_delta_weight"):
+        w = m.base_layer.weight
+        if not getattr(m, "disable_adapters", False) and not getattr(m, "merged", False):
+            for a in m.active_adapters:
+                if a in m.lora_A:
+                    w = w + m.get_delta_weight(a)
+        return w, m.base_layer.bias
+    return m.weight, m.bias
+
+
+def _cat_bias(biases, outs, like):
+    if all(b is None for b in biases):
+        return None
+    return torch.cat([b if b is not None else like.new_zeros(n) for b, n in zip(biases, outs)])
+
+
+class FusedWeights:
+    """Fused, cast weights of one model state (rebuilt when any parameter changes)."""
+
+    def __init__(self, model, dtype: torch.dtype, pack_rows: int | None = None):
+        """``pack_rows``: the decode batch the packed GEMM weights are laid out for (None: no packing)."""
+        inner = _inner(model)
+        cfg = inner.config
+        self.dtype = dtype
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.eps = cfg.rms_norm_eps
+        self.rotary = inner.model.rotary_emb
+        rows = pack_rows if _mkl_packs(dtype, inner.device) else None
+        with torch.no_grad():
+            self.embed = inner.model.embed_tokens.weight.to(dtype)
+            self.layers = []
+            for layer in inner.model.layers:
+                att, mlp = layer.self_attn, layer.mlp
+                qkv = [_linear(att.q_proj), _linear(att.k_proj), _linear(att.v_proj)]
+                gu = [_linear(mlp.gate_proj), _linear(mlp.up_proj)]
+                w_qkv = torch.cat([w for w, _ in qkv]).to(dtype)
+                w_gu = torch.cat([w for w, _ in gu]).to(dtype)
+                self.layers.append(dict(
+                    ln1=layer.input_layernorm.weight.float(), ln2=layer.post_attention_layernorm.weight.float(),
+                    qkv=Lin(w_qkv, _maybe(_cat_bias([b for _, b in qkv], [w.shape[0] for w, _ in qkv], w_qkv), dtype),
+                            rows),
+                    o=Lin(*[_maybe(t, dtype) for t in _linear(att.o_proj)], rows),
+                    gu=Lin(w_gu, _maybe(_cat_bias([b for _, b in gu], [w.shape[0] for w, _ in gu], w_gu), dtype),
+                           rows),
+                    down=Lin(*[_maybe(t, dtype) for t in _linear(mlp.down_proj)], rows)))
+            self.norm = inner.model.norm.weight.float()
+            self.head = Lin(*[_maybe(t, dtype) for t in _linear(inner.lm_head)], rows)
+        self.q_size = self.heads * self.head_dim
+        self.kv_size = self.kv_heads * self.head_dim
+        self.inter = self.layers[0]["gu"].w.shape[0] // 2
+
+    # ------------------------------------------------------------------ building blocks
+    def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * w).to(self.dtype)
+
+    def rope(self, x: torch.Tensor, positions: torch.Tensor):
+        cos, sin = self.rotary(x, positions)
+        return cos.to(self.dtype)[:, None], sin.to(self.dtype)[:, None]
+
+    @staticmethod
+    def rotate(x, cos, sin):
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    def mlp(self, h: torch.Tensor, L: dict, decode: bool) -> torch.Tensor:
+        g, u = L["gu"](h, decode).split(self.inter, dim=-1)
+        return L["down"](F.silu(g) * u, decode)
+
+    def logits(self, x_last: torch.Tensor, decode: bool) -> torch.Tensor:
+        return self.head(self.rms(x_last, self.norm), decode)
+
+    def split_qkv(self, qkv, B, T):
+        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        return (q.view(B, T, self.heads, self.head_dim).transpose(1, 2),
+                k.view(B, T, self.kv_heads, self.head_dim).transpose(1, 2),
+                v.view(B, T, self.kv_heads, self.head_dim).transpose(1, 2))
+
+
+def _maybe(t, dtype):
+    return None if t is None else t.to(dtype)
+
+
+def _mkl_packs(dtype: torch.dtype, device) -> bool:
+    """Whether MKL's packed-weight GEMM is there: fp32 on a CPU build with MKL (x86 wheels)."""
+    return (dtype == torch.float32 and torch.device(device).type == "cpu" and torch.backends.mkl.is_available()
+            and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight"))
+
+
+class Lin:
+    """``y = x Wᵀ + b``. Decode calls (few rows) go through MKL's packed GEMM where available: the
+    weight is reordered once for the kernel (``torch.ops.mkl._mkl_reorder_linear_weight``, what
+    inductor's CPU freezing uses), 1.5–1.8× faster than ``F.linear`` at 32 rows on this CPU and
+    bit-identical to it (bench/roofline.py; tests/test_fused_decode.py)."""
+
+    def __init__(self, w: torch.Tensor, b: torch.Tensor | None, pack_rows: int | None):
+        self.w, self.b = w, b
+        self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, pack_rows) if pack_rows else None
+        self.rows = pack_rows
+
+    def __call__(self, x: torch.Tensor, decode: bool = False) -> torch.Tensor:
+        if decode and self.packed is not None:
+            return torch.ops.mkl._mkl_linear(x, self.packed, self.w, self.b, self.rows)
+        return F.linear(x, self.w, self.b)
+
+
+class FusedDecoder:
+    """Prefill + step-by-step decode for one batch, with a preallocated KV cache."""
+
+    def __init__(self, w: FusedWeights, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                 max_new_tokens: int):
+        self.w = w
+        B, P = ids.shape
+        S = P + max_new_tokens
+        dev = ids.device
+        self.keys = [torch.empty(B, w.kv_heads, S, w.head_dim, dtype=w.dtype, device=dev) for _ in w.layers]
+        self.values = [torch.empty_like(k) for k in self.keys]
+        self.valid = torch.zeros(B, S, dtype=torch.bool, device=dev)
+        self.valid[:, :P] = mask.bool()
+        self.length = P
+        self.scale = w.head_dim ** -0.5
+        self.group = w.heads // w.kv_heads
+        self._first = self._prefill(ids, positions)
+
+    def first_logits(self) -> torch.Tensor:
+        return self._first
+
+    @torch.no_grad()
+    def _prefill(self, ids, positions) -> torch.Tensor:
+        w, (B, P) = self.w, ids.shape
+        x = F.embedding(ids, w.embed)
+        cos, sin = w.rope(x, positions)
+        causal = torch.ones(P, P, dtype=torch.bool, device=ids.device).tril()
+        allowed = causal[None] & self.valid[:, None, :P]
+        allowed |= torch.eye(P, dtype=torch.bool, device=ids.device)[None]  # pad queries see themselves
+        allowed = allowed[:, None]
+        for i, L in enumerate(w.layers):
+            q, k, v = w.split_qkv(L["qkv"](w.rms(x, L["ln1"])), B, P)
+            q, k = w.rotate(q, cos, sin), w.rotate(k, cos, sin)
+            self.keys[i][:, :, :P] = k
+            self.values[i][:, :, :P] = v
+            if self.group > 1:
+                k, v = k.repeat_interleave(self.group, dim=1), v.repeat_interleave(self.group, dim=1)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=self.scale)
+            x = x + L["o"](a.transpose(1, 2).reshape(B, P, w.q_size))
+            x = x + w.mlp(w.rms(x, L["ln2"]), L, decode=False)
+        return w.logits(x[:, -1], decode=True)
+
+    @torch.no_grad()
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row (``positions`` ``[B, 1]``; ``live`` marks rows whose token counts as
+        context) and return the next logits ``[B, V]``."""
+        w, B, s = self.w, tokens.shape[0], self.length
+        self.valid[:, s] = live
+        valid = self.valid[:, None, None, : s + 1]
+        x = F.embedding(tokens[:, None], w.embed)
+        cos, sin = w.rope(x, positions)
+        for i, L in enumerate(w.layers):
+            q, k, v = w.split_qkv(L["qkv"](w.rms(x, L["ln1"]), True), B, 1)
+            q, k = w.rotate(q, cos, sin), w.rotate(k, cos, sin)
+            self.keys[i][:, :, s: s + 1] = k
+            self.values[i][:, :, s: s + 1] = v
+            K, V = self.keys[i][:, :, : s + 1], self.values[i][:, :, : s + 1]
+            qg = q.reshape(B, w.kv_heads, self.group, w.head_dim)
+            scores = torch.matmul(qg, K.transpose(-1, -2)).float() * self.scale
+            probs = scores.masked_fill(~valid, float("-inf")).softmax(-1).to(w.dtype)
+            a = torch.matmul(probs, V).reshape(B, 1, w.q_size)
+            x = x + L["o"](a, True)
+            x = x + w.mlp(w.rms(x, L["ln2"]), L, decode=True)
+        self.length = s + 1
+        return w.logits(x[:, -1], decode=True)
+
+
+class WeightCache:
+    """The fused weights of the last model state used (one entry, so memory stays bounded: switching
+    agents or an update rebuilds them, ≈ 0.1 s for SmolLM2-135M)."""
+
+    def __init__(self):
+        self._entries: dict[tuple, tuple[tuple, FusedWeights]] = {}
+
+    def get(self, model, dtype: torch.dtype, rows: int | None = None) -> FusedWeights:
+        inner = _inner(model)
+        adapters = tuple(getattr(model, "active_adapters", ()) or ()) if hasattr(model, "get_base_model") else ()
+        key = (id(inner), dtype, rows)
+        sig = (adapters, tuple(p._version for p in inner.parameters()),
+               tuple(id(p) for p in inner.parameters()))
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] == sig:
+            return hit[1]
+        self._entries.clear()
+        fw = FusedWeights(model, dtype, rows)
+        self._entries[key] = (sig, fw)
+        return fw

@@ -1,0 +1,117 @@
+"""The fused Llama-family decode: the same tokens and log-probs as the model's own forward (fp32,
+≤ 1e-5 against the trainer's log-prob pass), LoRA adapters merged, weights rebuilt after an update,
+packed GEMMs bit-identical to ``F.linear``, and on-policy ratios exactly 1 with a bf16 rollout."""
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from satseq.rollout import fused_decode
+from satseq.rollout.hf_engine import HFEngine
+from satseq.rollout.logprobs import response_logprobs
+from satseq.rollout.types import SamplingParams
+
+
+def _enc(tok, s):
+    return tok(s, add_special_tokens=False)["input_ids"]
+
+
+PROMPTS = ["347+589=", "12+5=", "1=", "0936|0926|12+5=", "77+7="]
+
+
+def _small_llama(vocab: int, pad: int, eos: int, bias: bool = False):
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      tie_word_embeddings=False, attention_bias=bias, pad_token_id=pad, eos_token_id=eos,
+                      rope_theta=10000.0)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def _max_gap(model, tok, gens):
+    lp, _ = response_logprobs(model, [g.prompt_ids for g in gens], [g.response_ids for g in gens], tok.pad_token_id)
+    lp = lp.detach()
+    return max(float((lp[i, : len(g.logprobs)] - torch.tensor(g.logprobs)).abs().max()) for i, g in enumerate(gens))
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "llama_bias"])
+def test_fused_decode_equals_the_models_forward(tiny, arch):
+    model, tok = tiny
+    if arch != "qwen2":
+        model = _small_llama(len(tok), tok.pad_token_id, tok.eos_token_id, bias=arch == "llama_bias")
+    assert fused_decode.supports(model)
+    prompts = [_enc(tok, p) for p in PROMPTS] * 3
+    sp = SamplingParams(max_new_tokens=20)
+    fused = HFEngine(tok, fused=True).generate(model, prompts, sp, torch.Generator().manual_seed(0))
+    plain = HFEngine(tok, fused=False).generate(model, prompts, sp, torch.Generator().manual_seed(0))
+    assert [g.response_ids for g in fused] == [g.response_ids for g in plain]
+    assert _max_gap(model, tok, fused) <= 1e-5  # the trainer's log-prob pass, in the loss precision (fp32)
+    assert len({tuple(g.response_ids) for g in fused}) > 3
+
+
+def test_lora_adapters_are_merged_and_an_update_rebuilds_the_weights(tiny):
+    from peft import LoraConfig, get_peft_model
+
+    base, tok = tiny
+    import copy
+
+    peft_model = get_peft_model(copy.deepcopy(base), LoraConfig(r=4, lora_alpha=8, target_modules=[
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "down_proj"], init_lora_weights=False),
+        adapter_name="first")
+    peft_model.add_adapter("second", LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                           init_lora_weights=False))
+    peft_model.eval()
+    prompts = [_enc(tok, p) for p in PROMPTS]
+    sp = SamplingParams(max_new_tokens=12, temperature=0)
+    eng = HFEngine(tok)
+    outs = {}
+    for name in ("first", "second"):
+        peft_model.set_adapter(name)
+        outs[name] = eng.generate(peft_model, prompts, sp)
+        ref = HFEngine(tok, fused=False).generate(peft_model, prompts, sp)
+        assert [g.response_ids for g in outs[name]] == [g.response_ids for g in ref]
+        assert _max_gap(peft_model, tok, outs[name]) <= 1e-5
+    with torch.no_grad():  # an in-place update, as the optimizer makes
+        for n, p in peft_model.named_parameters():
+            if "lora_B" in n and ".second." in n:
+                p.mul_(-3.0)
+    after = eng.generate(peft_model, prompts, sp)
+    fresh = HFEngine(tok).generate(peft_model, prompts, sp)
+    assert [g.logprobs for g in after] == [g.logprobs for g in fresh]
+    assert [g.logprobs for g in after] != [g.logprobs for g in outs["second"]]
+
+
+@pytest.mark.skipif(not fused_decode._mkl_packs(torch.float32, "cpu"), reason="no MKL packed GEMM in this build")
+def test_packed_gemm_is_bit_identical_to_linear():
+    w, b = torch.randn(96, 64), torch.randn(96)
+    lin = fused_decode.Lin(w, b, pack_rows=8)
+    for rows in (1, 8, 13):
+        x = torch.randn(rows, 1, 64)
+        assert torch.equal(lin(x, decode=True), F.linear(x, w, b))
+
+
+def test_bf16_rollout_keeps_on_policy_ratios_exactly_one(tiny):
+    """The trainer re-scores a bf16 rollout in fp32: the loss's ratio is exactly 1 before the first
+    step, the clip fraction 0, and the engine-vs-trainer gap is reported."""
+    from satseq.algos import get_loss
+    from satseq.records import Episode, Problem, Turn
+    from satseq.update.batch import batch_logprobs, turns_of
+    from satseq.update.clipped_pg import behaviour_gap
+
+    model, tok = tiny
+    prompts = [_enc(tok, p) for p in PROMPTS] * 2
+    gens = HFEngine(tok, dtype=torch.bfloat16).generate(model, prompts, SamplingParams(max_new_tokens=12),
+                                                        torch.Generator().manual_seed(1))
+    episodes = []
+    for i, g in enumerate(gens):
+        ep = Episode(problem=Problem(problem_id=str(i), problem="", answer="0"), group=i)
+        ep.turns.append(Turn.from_generation(g, role="a", agent="a", index=0, prompt_text="", answer=None))
+        episodes.append(ep)
+    batch = turns_of(episodes, "a", torch.randn(len(gens), 1))
+    lp, m = batch_logprobs(model, batch, tok.pad_token_id, temperature=1.0, device="cpu", grad=True)
+    old = lp.detach()  # on-policy: the trainer's own log-probs, in the loss precision
+    assert torch.equal(torch.exp(lp - old)[m.bool()], torch.ones(int(m.sum())))
+    _, metrics = get_loss("ppo")(lp, old, batch.advantages, m, clip_low=0.2, clip_high=0.2, agg_mode="token-mean")
+    assert float(metrics["clipfrac"]) == 0.0
+    gap = behaviour_gap(lp, m, batch.behaviour_logprobs)
+    assert 1e-4 < gap < 0.5  # bf16 sampling is close to, and not the same as, the fp32 policy
