@@ -89,6 +89,7 @@ def satseq_overrides(s: Settings, *, seed: int, output_dir: str, run_name: str) 
          "data.train": s.train, "data.eval": s.eval, "data.eval_size": s.eval_problems,
          "rollout.max_new_tokens": s.max_new_tokens, "rollout.temperature": s.temperature, "rollout.top_p": 1.0,
          "rollout.stop": list(s.stop), "rollout.batch_size": max(128, per_step),
+         "rollout.fused": True, "rollout.dtype": "float32",  # satseq's engine (its default), fp32 like TRL's generate
          "grpo.loss": "grpo", "grpo.group_size": s.group_size, "grpo.lr": s.lr, "grpo.ppo_epochs": 1,
          "grpo.mini_batch_size": per_step, "grpo.kl_coef": 0.0, "grpo.epsilon_low": s.clip, "grpo.epsilon_high": s.clip,
          "grpo.loss_agg_mode": "seq-mean-token-mean", "grpo.adv_estimator": "grpo", "grpo.dynamic_sampling": False,
@@ -229,7 +230,17 @@ def summarize(s: Settings, results: dict[str, list[dict]], warm: list[float] | N
             "accuracy_diff_trl_minus_satseq": {"mean": d, "se": d_se, "within_noise": abs(d) <= 2 * d_se},
             "warm_start_accuracy": dict(zip(("mean", "se"), _acc([warm]))) if warm else None,
             "prompt_ids_match": all(r.get("prompt_ids_match", True) for r in results["trl"]),
+            "peak_rss_gb": {fw: max(r["peak_rss_gb"] for r in rs) for fw, rs in results.items()}, "code": _code_state(),
             "versions": results["trl"][0]["versions"]}
+
+
+def _code_state() -> dict:
+    """The commit measured and the files changed beside it in the working tree (others' work in progress)."""
+    def git(*a):
+        r = subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True)
+        return r.stdout.rstrip() if r.returncode == 0 else "?"
+    return {"commit": git("rev-parse", "--short", "HEAD"), "subject": git("log", "-1", "--format=%s")[:100],
+            "dirty": [x[3:] for x in git("status", "--short", "--untracked-files=no").splitlines()]}
 
 
 def report(sm: dict) -> str:
@@ -250,7 +261,11 @@ def report(sm: dict) -> str:
     lines.append(f"accuracy TRL − satseq: {d['mean']:+.3f} ± {d['se']:.3f} "
                  f"({'within noise (|d| <= 2 s.e.)' if d['within_noise'] else 'outside 2 s.e.'})"
                  + (f"; warm start {w['mean']:.3f} ± {w['se']:.3f}" if w else ""))
+    lines.append(f"peak RSS of a run's process (training + evaluation): satseq {sm['peak_rss_gb']['satseq']:.2f} GB, "
+                 f"TRL {sm['peak_rss_gb']['trl']:.2f} GB")
     lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in sm["versions"].items()))
+    c = sm["code"]
+    lines.append(f"code: {c['commit']} ({c['subject']}){'; modified in the working tree: ' + ', '.join(c['dirty']) if c['dirty'] else ''}")
     return "\n".join(lines)
 
 

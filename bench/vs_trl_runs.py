@@ -191,7 +191,10 @@ def main(argv=None) -> None:
     framework, settings_file, seed, out = (argv or sys.argv[1:])[:4]
     s, seed, out = load_settings(Path(settings_file)), int(seed), Path(out)
     res = (run_satseq if framework == "satseq" else run_trl)(s, seed, out)
-    res.update(framework=framework, seed=seed, versions=versions())
+    import resource
+
+    res.update(framework=framework, seed=seed, versions=versions(),
+               peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
     from satseq.utils.io import write_json
 
     write_json(out / f"{framework}_s{seed}.json", res)
