@@ -22,7 +22,7 @@ from typing import List, Optional
 
 import typer
 
-from satseq.errors import SatseqError
+from satseq.errors import ConfigError, SatseqError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="satseq: multi-agent, multi-turn RL post-training of LLMs on verifiable reasoning.")
@@ -68,11 +68,13 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
     from satseq.config import load_config
     from satseq.config.loader import split_config_args
     from satseq.loop import train as run_train
-
     from satseq.scale import ddp
 
     path, overrides = split_config_args(args or [])
     cfg = load_config(path, overrides)
+    if ddp.launched_with_ranks() > 1 and cfg.trainer.backend != "local":
+        raise ConfigError("config key 'trainer.backend': torchrun data parallelism runs with trainer.backend=local "
+                          "(Ray places agents; torchrun splits one run's data: use one or the other)")
     with ddp.process_group(cfg.device):  # under torchrun: data parallel over its ranks (docs/scale.md)
         run_dir = run_train(cfg, stop_after=stop_after)
     if ddp.is_main():

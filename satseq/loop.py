@@ -113,6 +113,7 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
         updater.load_state_dict(state["updater"])
         gen.set_state(state["generator"])
         sampler.load_state_dict(state["sampler"])
+        ddp.restore_rng(state.get("rank_rng"))  # torchrun: each rank's own torch RNG (dropout)
         start = state["stage"] + 1
         console(f"[satseq] resuming {run_dir} at stage {start}")
     if main:
@@ -159,9 +160,11 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
             stop = bool(stop_when is not None and stop_when(stage, metrics))
             if main and (stage == last or stop or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0)):
                 save_agent_checkpoints(run_dir, rt.pool, stage + 1, export_pt=cfg.trainer.export_pt)
+            rank_rng = ddp.rng_states()  # every rank takes part; None on one process
             if main:
                 save_trainer_state(run_dir, stage=stage, pool=rt.pool, extra={
-                    "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict()})
+                    "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict(),
+                    **({"rank_rng": rank_rng} if rank_rng else {})})
             bar.set_postfix(f"vote {metrics['rollout/vote_accuracy']:.2f}")
             bar.advance()
             if stop or (stop_after is not None and stage + 1 >= stop_after):

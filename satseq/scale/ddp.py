@@ -140,15 +140,6 @@ def _comm_device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
 
-def broadcast_params(params) -> None:
-    """Rank 0's values of ``params`` everywhere (as DDP does when it wraps a module)."""
-    if not is_distributed():
-        return
-    with torch.no_grad():
-        for p in params:
-            dist.broadcast(p.data, src=0)
-
-
 def all_reduce_grads(params) -> None:
     """``p.grad`` ← Σ_ranks ``p.grad`` for every parameter (one flat all-reduce per dtype). A
     parameter without a gradient on a rank contributes zeros; one without a gradient on every rank
@@ -176,6 +167,18 @@ def all_reduce_grads(params) -> None:
     for p, h in zip(params, has.tolist()):
         if h == 0:
             p.grad = None
+
+
+def rng_states() -> list | None:
+    """Every rank's torch RNG state, in rank order (None on one process). Ranks draw different
+    numbers from it (dropout masks of their own rows), so the trainer state keeps each one."""
+    return all_gather(torch.get_rng_state()) if is_distributed() else None
+
+
+def restore_rng(states: list | None) -> None:
+    """This rank's entry of :func:`rng_states` (kept only when the run resumes with as many ranks)."""
+    if states is not None and is_distributed() and len(states) == world_size():
+        torch.set_rng_state(states[rank()])
 
 
 # ---------------------------------------------------------------------------- rows of a batch
