@@ -68,6 +68,9 @@ def start_ray(address: str | None, placement: list, console=print) -> dict:
     elif address:
         info = connect_ray(address, console)
     else:
+        import logging  # Ray's notice that its default token authentication is on: not an error of the run
+
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         need = sum(p.num_cpus for p in placement)
         cpus = max(os.cpu_count() or 1, int(-(-need // 1)))
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -95,7 +98,7 @@ def check_placement(placement: list, nodes: list[dict]) -> None:
             need[k] = need.get(k, 0.0) + v
         if not any(all(float(n.get(k, 0.0)) >= v for k, v in a.items()) for n in nodes):
             raise ConfigError(f"config key 'trainer.placement[{i}]': no node of the Ray cluster can hold "
-                              f"{a} (agents {', '.join(p.agents)}; cluster: {_fmt(total)})")
+                              f"{_fmt(a)} (agents {', '.join(p.agents)}; cluster: {_fmt(total)})")
     short = {k: v for k, v in need.items() if v > total.get(k, 0.0) + 1e-9}
     if short:
         raise ConfigError(f"config key 'trainer.placement': the Ray cluster cannot hold it: needs "

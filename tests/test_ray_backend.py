@@ -92,6 +92,26 @@ def test_sat_seq_on_ray_actors_matches_the_local_run(local_run, ray_run, tiny_di
     assert [a["agents"] for a in info["actors"]] == [["agent_1"], ["agent_2"], ["agent_3"]]
 
 
+def test_lora_agents_sharing_a_base_in_one_actor_match_the_local_run(cluster, tiny_dir, tmp_path):
+    from satseq.loop import train
+
+    quiet = lambda *a, **k: None  # noqa: E731
+    args = ["model.lora.enabled=true", "model.lora.r=4", "model.lora.dropout=0", "trainer.num_stages=1",
+            "sat_seq.certificate.prompts=0"]
+    two_and_one = 'trainer.placement=[{"agents": ["agent_1", "agent_2"]}, {"agents": ["agent_3"]}]'
+    local = train(_cfg(tiny_dir, tmp_path / "l", *args), console=quiet)
+    remote = train(_cfg(tiny_dir, tmp_path / "r", *args, "trainer.backend=ray", two_and_one), console=quiet)
+    _same_metrics(_metrics(local), _metrics(remote))
+    for name in ("agent_1", "agent_2", "agent_3"):
+        a, b = _weights(local, name), _weights(remote, name)
+        assert a.keys() == b.keys() and all("lora_" in k for k in a)
+        assert all(torch.allclose(a[k], b[k], atol=1e-6, rtol=0) for k in a)
+        assert any("lora_B" in k and a[k].abs().sum() > 0 for k in a)  # trained (lora_B starts at zero)
+    info = json.loads((remote / "run_info.json").read_text())
+    assert info["mode"] == "lora" and [a["agents"] for a in info["ray"]["actors"]] == [["agent_1", "agent_2"],
+                                                                                      ["agent_3"]]
+
+
 def _train_cli(args, env=None):
     e = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     e.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), **(env or {}))
@@ -165,6 +185,16 @@ def test_a_placement_the_cluster_cannot_hold_is_a_one_line_error(cluster, tiny_d
         train(_cfg(tiny_dir, tmp_path, "trainer.backend=ray", f"trainer.placement=[{four_each}]"))
     assert time.perf_counter() - t0 < 60  # refused up front, not left pending
     assert not (tmp_path / "sat_seq_dapo").exists()
+
+
+def test_an_actor_that_cannot_start_is_a_one_line_error(cluster, tiny_dir, tmp_path):
+    from satseq.errors import ConfigError
+    from satseq.loop import train
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    with pytest.raises(ConfigError, match=r"^config key 'device': 'cuda' requested but CUDA is not available$"):
+        train(_cfg(tiny_dir, tmp_path, "trainer.backend=ray", "device=cuda"), console=lambda *a, **k: None)
 
 
 def test_placement_entries_must_cover_the_agents_once(cluster, tiny_dir, tmp_path):

@@ -14,6 +14,11 @@ only load it; create one :class:`~satseq.scale.ray_actor.AgentHost` actor per pl
 """
 from __future__ import annotations
 
+import re
+
+import torch
+
+import satseq.errors as errors
 from satseq.errors import ConfigError
 from satseq.models.warm_start import EMBEDDED
 from satseq.runtime import Runtime
@@ -52,6 +57,21 @@ class RayBackend:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _started(ray, actors) -> list[dict]:
+    """Each actor's ``describe()``; an actor that failed to start (a bad path, no CUDA where it was
+    placed, ...) becomes the one-line error it raised, or one line saying which error it was."""
+    try:
+        return ray.get([a.describe.remote() for a in actors])
+    except ray.exceptions.RayError as e:
+        text = str(e)
+        found = re.findall(r"satseq\.errors\.(\w+): (.+)", text)
+        if found:
+            raise getattr(errors, found[-1][0], errors.SatseqError)(found[-1][1].strip()) from None
+        last = [line for line in text.splitlines() if line.strip()][-1:] or [type(e).__name__]
+        raise errors.SatseqError(f"trainer.backend=ray: an agent actor failed to start ({last[0].strip()[:200]})") \
+            from None
 
 
 def placement_of(cfg, names: list[str]) -> list:
@@ -101,14 +121,16 @@ def build_ray_runtime(cfg, method, console=print) -> Runtime:
     from satseq.distributed import import_ray, start_ray
     from satseq.data.context import check_prompt_lengths, context_length_of
     from satseq.rewards.grade import set_grading_timeout
-    from satseq.runtime import _check_prompts_before_the_warm_start, check_agent_paths, load_datasets, setup_torch
+    from satseq.runtime import _check_prompts_before_the_warm_start, check_agent_paths, load_datasets
     from satseq.rollout.types import SamplingParams
     from satseq.scale.ray_actor import AgentHost
     from satseq.scale.ray_pool import RayEngine, RemotePool
 
     ray = import_ray()
     set_grading_timeout(cfg.reward.timeout)
-    setup_torch(cfg)
+    if cfg.threads > 0:  # the driver's own work (rewards, advantages); devices are the actors' business
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
     train_set, eval_set = load_datasets(cfg, method)
     spec = method.agents(cfg)
     _check_prompts_before_the_warm_start(cfg, spec, method, (train_set, eval_set))
@@ -125,7 +147,7 @@ def build_ray_runtime(cfg, method, console=print) -> Runtime:
                                               int(p.num_cpus))
         actors.append(actor)
         hosts.update({n: actor for n in p.agents})
-    described = ray.get([a.describe.remote() for a in actors])
+    described = _started(ray, actors)
     configs = {n: c for d in described for n, c in d["configs"].items()}
     info = {**info, "actors": [{"agents": p.agents, "node_id": d["node_id"], "device": d["device"]}
                                for p, d in zip(placement, described)]}
