@@ -306,9 +306,9 @@ def main(argv=None) -> None:
                 results[fw].append(res)
                 print(f"[vs_trl] {case} round {r} {fw}: steps {', '.join(f'{t:.2f}' for t in res['step_times'])} s; "
                       f"held-out {statistics.fmean(res['eval_per_problem']):.3f}", flush=True)
-        sm = summarize(s, results, warm)
-        sm["report"] = report(sm)
-        write_json(out / "summary.json", sm)
+            sm = summarize(s, results, warm)  # rewritten after every round: an interrupted bench keeps its rounds
+            sm["report"] = report(sm)
+            write_json(out / "summary.json", sm)
         print(sm["report"], flush=True)
 
 
