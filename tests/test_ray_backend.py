@@ -120,7 +120,9 @@ def _train_cli(args, env=None):
 
 
 def test_a_killed_ray_driver_resumes_exactly_with_a_fresh_local_cluster(ray_run, tiny_dir, tmp_path):
-    args = [*COMMON, f"model.path={tiny_dir}", f"output_dir={tmp_path}", "trainer.backend=ray"]
+    # pipelined here (the reference is not): the same run, killed, resumed and pipelined
+    args = [*COMMON, f"model.path={tiny_dir}", f"output_dir={tmp_path}", "trainer.backend=ray",
+            "trainer.pipeline_micro_batches=2"]
     killed = _train_cli(args, env={"SATSEQ_KILL_AT_STAGE": "1"})  # SIGKILL in the middle of stage 1
     assert killed.returncode != 0
     part = tmp_path / "sat_seq_dapo"
