@@ -4,11 +4,12 @@
 
 1. **Roofline.** Measures this machine's matmul peak (a large square GEMM, fp32 and bf16, best of
    several) and the memory bandwidth (a large copy), then derives the fastest possible time for the
-   shape: the prefill (B × P prompt tokens through every layer, the LM head at the last position
-   only) plus T decode steps, each step costing ``max(FLOPs / peak, weight bytes / bandwidth)``.
+   shape: the prefill (each distinct prompt's P tokens through every layer once, the LM head at the
+   last position only) plus T decode steps, each step costing ``max(FLOPs / peak, weight bytes / bandwidth)``.
    FLOPs per token = 2 × (layer weights + LM head) + attention (4 · S · d · H per layer at context S).
 2. **Rollout.** The engine (`HFEngine`, fused Llama path) vs ``model.generate(do_sample=True)``,
-   B prompts × exactly T sampled tokens (EOS ignored by both), interleaved A, B, A, B in one
+   B rows (B / group distinct chat prompts × group samples, as a GRPO batch) × exactly T sampled
+   tokens (EOS ignored by both), interleaved A, B, A, B in one
    process, in bf16 (the model cast to bf16) and in fp32; reports tok/s, the ratio of medians and the
    share of the roofline.
 
@@ -50,7 +51,11 @@ def bandwidth(mb: int = 512, repeats: int = 5) -> float:
     return 2 * src.numel() / best
 
 
-def roofline_seconds(cfg, batch: int, prompt: int, tokens: int, peak: float, bw: float, bytes_per: int) -> dict:
+def roofline_seconds(cfg, batch: int, prompt: int, tokens: int, peak: float, bw: float, bytes_per: int,
+                     prefill_rows: int | None = None) -> dict:
+    """The fastest time for ``batch`` rows × ``tokens`` sampled after a ``prompt``-token prompt; the
+    prefill runs once per distinct prompt (``prefill_rows``; an engine can share a group's prefill)."""
+    prefill_rows = batch if prefill_rows is None else prefill_rows
     d, L, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
     h, kv = cfg.num_attention_heads, cfg.num_key_value_heads
     hd = d // h
@@ -60,8 +65,7 @@ def roofline_seconds(cfg, batch: int, prompt: int, tokens: int, peak: float, bw:
     def attn_flops(ctx):  # q·K and p·V for every head at context ctx
         return L * 4 * ctx * hd * h
 
-    prefill = batch * prompt * 2 * layer_params + batch * 2 * head_params \
-        + batch * sum(attn_flops(s + 1) for s in range(prompt))
+    prefill = prefill_rows * (prompt * 2 * layer_params + 2 * head_params + sum(attn_flops(s + 1) for s in range(prompt)))
     t_prefill = prefill / peak
     t_decode = 0.0
     for t in range(tokens - 1):  # the first token comes from the prefill's logits
@@ -75,6 +79,7 @@ def roofline_seconds(cfg, batch: int, prompt: int, tokens: int, peak: float, bw:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--group", type=int, default=4, help="samples per prompt (GRPO's group): batch/group distinct prompts")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
@@ -88,17 +93,24 @@ def main(argv=None) -> None:
     model32, tok = load_causal_lm("smollm2")
     model32.eval()
     models = {"bf16": _cast(model32, torch.bfloat16), "fp32": model32}
-    chat = [{"role": "user", "content": "What is 37 + 45? Answer with the number only, then explain briefly."}]
-    text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-    prompt = tok(text, add_special_tokens=False)["input_ids"]
-    P = len(prompt)
+    from satseq.rollout.padding import left_pad
+
+    distinct = []
+    for i in range(a.batch // a.group):
+        chat = [{"role": "user", "content": f"What is {17 + 7 * i} + {45 + 3 * i}? Answer with the number only, "
+                                            "then explain briefly."}]
+        text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        distinct.append(tok(text, add_special_tokens=False)["input_ids"])
+    prompts = [p for p in distinct for _ in range(a.group)]
+    ids, attn = left_pad(prompts, tok.pad_token_id)
+    P = ids.shape[1]
     peaks = {"fp32": max(gemm_peak(torch.float32) for _ in range(2)),
              "bf16": max(gemm_peak(torch.bfloat16) for _ in range(2))}
     bw = bandwidth()
-    roof = {k: roofline_seconds(model32.config, a.batch, P, a.tokens, peaks[k], bw, 2 if k == "bf16" else 4)
-            for k in peaks}
-    print(f"threads {a.threads}; matmul peak fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} "
-          f"GFLOP/s; copy bandwidth {bw / 1e9:.1f} GB/s; prompt {P} tokens")
+    roof = {k: roofline_seconds(model32.config, a.batch, P, a.tokens, peaks[k], bw, 2 if k == "bf16" else 4,
+                                prefill_rows=len(distinct)) for k in peaks}
+    print(f"B{a.batch} = {len(distinct)} prompts × {a.group} samples; threads {a.threads}; matmul peak fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} "
+          f"GFLOP/s; copy bandwidth {bw / 1e9:.1f} GB/s; prompts padded to {P} tokens")
     for k, r in roof.items():
         print(f"roofline {k}: B{a.batch} × {a.tokens}: {r['total_s']:.2f} s ({r['tok_s']:.0f} tok/s; prefill "
               f"{r['prefill_s']:.2f} s)")
@@ -106,15 +118,14 @@ def main(argv=None) -> None:
     eng = HFEngine(tok, batch_size=a.batch)
     eng.eos_ids = set()  # exactly T tokens, like min_new_tokens below
     sp = SamplingParams(max_new_tokens=a.tokens)
-    ids = torch.tensor([prompt] * a.batch)
 
     def ours(m):
-        out = eng.generate(m, [prompt] * a.batch, sp, torch.Generator().manual_seed(0))
+        out = eng.generate(m, prompts, sp, torch.Generator().manual_seed(0))
         assert all(len(g.response_ids) == a.tokens for g in out)
 
     def hf(m):
         with torch.no_grad():
-            m.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, max_new_tokens=a.tokens,
+            m.generate(ids, attention_mask=attn, do_sample=True, max_new_tokens=a.tokens,
                        min_new_tokens=a.tokens, pad_token_id=tok.pad_token_id, top_k=0, top_p=1.0)
 
     runs = {(k, name): [] for k in models for name in ("satseq", "hf_generate")}
@@ -126,7 +137,7 @@ def main(argv=None) -> None:
                 t0 = time.perf_counter()
                 fn(m)
                 runs[(k, name)].append(time.perf_counter() - t0)
-    result = {"threads": a.threads, "batch": a.batch, "tokens": a.tokens, "prompt_tokens": P,
+    result = {"threads": a.threads, "batch": a.batch, "group": a.group, "tokens": a.tokens, "prompt_tokens": P,
               "peak_flops": peaks, "bandwidth": bw, "roofline": roof, "runs": {}}
     for k in models:
         s, h = statistics.median(runs[(k, "satseq")]), statistics.median(runs[(k, "hf_generate")])

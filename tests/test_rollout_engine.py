@@ -83,8 +83,9 @@ def test_top_p_keeps_only_the_nucleus():
 
 
 def test_prefill_projects_only_the_last_position_and_samples_the_same(tiny, monkeypatch):
-    """logits_to_keep=1 in the prefill: the logits tensor is [B, 1, V], and the generations are the
-    same as with the full [B, T, V] projection."""
+    """logits_to_keep=1 in the prefill of the model's-own-forward path (``fused=False``; the fused
+    path projects the last position only by construction): the logits tensor is [B, 1, V], and the
+    generations are the same as with the full [B, T, V] projection."""
     import satseq.rollout.hf_engine as hfe
     from satseq.rollout.hf_engine import HFEngine
     from satseq.rollout.types import SamplingParams
@@ -95,13 +96,36 @@ def test_prefill_projects_only_the_last_position_and_samples_the_same(tiny, monk
     hook = model.register_forward_hook(lambda m, a, out: shapes.append(tuple(out.logits.shape)))
     try:
         sp = SamplingParams(max_new_tokens=6, temperature=1.0)
-        fast = HFEngine(tok).generate(model, prompts, sp, torch.Generator().manual_seed(3))
+        fast = HFEngine(tok, fused=False).generate(model, prompts, sp, torch.Generator().manual_seed(3))
         monkeypatch.setattr(hfe, "last_logits_only", lambda m: {})
         shapes_fast, shapes[:] = list(shapes), []
-        full = HFEngine(tok).generate(model, prompts, sp, torch.Generator().manual_seed(3))
+        full = HFEngine(tok, fused=False).generate(model, prompts, sp, torch.Generator().manual_seed(3))
     finally:
         hook.remove()
     assert shapes_fast[0] == (2, 1, len(tok)) and shapes[0] == (2, len(prompts[0]), len(tok))
     assert [g.response_ids for g in fast] == [g.response_ids for g in full]
     for a, b in zip(fast, full):
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-5
+
+
+def test_two_level_inverse_cdf_equals_the_one_level_draw_and_the_distribution():
+    from satseq.rollout.hf_engine import inverse_cdf
+
+    g = torch.Generator().manual_seed(0)
+    w = torch.rand(16, 49152 + 77, generator=g)  # a vocabulary that is not a multiple of the block
+    u = torch.rand(16, 1, generator=g)
+    one_level = torch.searchsorted(w.cumsum(-1), u * w.sum(-1, keepdim=True)).squeeze(-1)
+    assert torch.equal(inverse_cdf(w, u)[0], one_level)
+    p = torch.softmax(torch.randn(1, 600, generator=g) * 2, -1)
+    draws = inverse_cdf(p.expand(100_000, -1).contiguous(), torch.rand(100_000, 1, generator=g))[0]
+    freq = torch.bincount(draws, minlength=600).float() / 100_000
+    assert (freq - p[0]).abs().max() < 0.004
+
+
+def test_sampled_logprob_is_the_log_softmax_at_the_token():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(8, 3000, generator=g)
+    for sp in (SamplingParams(), SamplingParams(temperature=0.7), SamplingParams(temperature=0)):
+        tok, lp = sample_next(logits, sp, g)
+        ref = torch.log_softmax(logits / (sp.temperature or 1.0), -1).gather(-1, tok[:, None]).squeeze(-1)
+        torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)

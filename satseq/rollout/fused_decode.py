@@ -155,7 +155,10 @@ class Lin:
 
 
 class FusedDecoder:
-    """Prefill + step-by-step decode for one batch, with a preallocated KV cache."""
+    """Prefill + step-by-step decode for one batch, with a preallocated KV cache.
+
+    Rows with the same (padded) prompt — a GRPO group's samples, a relay's repeated problem — are
+    prefilled once and their cache copied: the prefill costs the distinct prompts, not the rows."""
 
     def __init__(self, w: FusedWeights, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                  max_new_tokens: int):
@@ -170,31 +173,35 @@ class FusedDecoder:
         self.length = P
         self.scale = w.head_dim ** -0.5
         self.group = w.heads // w.kv_heads
-        self._first = self._prefill(ids, positions)
+        uniq, inverse = torch.unique(ids, dim=0, return_inverse=True)
+        first = torch.full((len(uniq),), B, dtype=torch.long, device=dev).scatter_reduce(
+            0, inverse, torch.arange(B, device=dev), reduce="amin")
+        self._first = self._prefill(ids[first], positions[first], self.valid[first, :P], inverse)
 
     def first_logits(self) -> torch.Tensor:
         return self._first
 
     @torch.no_grad()
-    def _prefill(self, ids, positions) -> torch.Tensor:
+    def _prefill(self, ids, positions, valid, rows) -> torch.Tensor:
+        """Prefill the distinct prompts ``ids``; row r of the batch is distinct prompt ``rows[r]``."""
         w, (B, P) = self.w, ids.shape
         x = F.embedding(ids, w.embed)
         cos, sin = w.rope(x, positions)
         causal = torch.ones(P, P, dtype=torch.bool, device=ids.device).tril()
-        allowed = causal[None] & self.valid[:, None, :P]
+        allowed = causal[None] & valid[:, None, :]
         allowed |= torch.eye(P, dtype=torch.bool, device=ids.device)[None]  # pad queries see themselves
         allowed = allowed[:, None]
         for i, L in enumerate(w.layers):
             q, k, v = w.split_qkv(L["qkv"](w.rms(x, L["ln1"])), B, P)
             q, k = w.rotate(q, cos, sin), w.rotate(k, cos, sin)
-            self.keys[i][:, :, :P] = k
-            self.values[i][:, :, :P] = v
+            self.keys[i][:, :, :P] = k[rows]
+            self.values[i][:, :, :P] = v[rows]
             if self.group > 1:
                 k, v = k.repeat_interleave(self.group, dim=1), v.repeat_interleave(self.group, dim=1)
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=self.scale)
             x = x + L["o"](a.transpose(1, 2).reshape(B, P, w.q_size))
             x = x + w.mlp(w.rms(x, L["ln2"]), L, decode=False)
-        return w.logits(x[:, -1], decode=True)
+        return w.logits(x[:, -1], decode=True)[rows]
 
     @torch.no_grad()
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, live: torch.Tensor) -> torch.Tensor:

@@ -27,27 +27,45 @@ def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch
                 u: torch.Tensor | None = None):
     """Pick one token per row; return (tokens, log-prob of each under softmax(logits / T)).
     ``u``: ``[B, 1]`` uniforms (one per row, :func:`satseq.rollout.streams.row_uniforms`); drawn from
-    ``generator`` when None."""
-    logits = logits.float()
+    ``generator`` when None. The log-prob is ``z_y − logsumexp(z)`` with ``z = logits / T``."""
+    z = logits.float()
     if sampling.greedy:
-        logp = torch.log_softmax(logits, dim=-1)
-        tok = logits.argmax(dim=-1)
-        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
-    logp = torch.log_softmax(logits / sampling.temperature, dim=-1)
-    probs = logp.exp()
+        tok = z.argmax(dim=-1)
+        return tok, z.gather(-1, tok[:, None]).squeeze(-1) - torch.logsumexp(z, dim=-1)
+    if sampling.temperature != 1.0:
+        z = z / sampling.temperature
+    u = torch.rand((z.shape[0], 1), generator=generator) if u is None else u
     if sampling.top_p < 1.0:
-        sorted_p, order = probs.sort(dim=-1, descending=True)
+        logp = torch.log_softmax(z, dim=-1)
+        sorted_p, order = logp.exp().sort(dim=-1, descending=True)
         keep = (sorted_p.cumsum(-1) - sorted_p) < sampling.top_p  # always keeps the top token
-        sorted_p = sorted_p * keep
-        cdf = sorted_p.cumsum(-1)
-        u = (torch.rand((probs.shape[0], 1), generator=generator) if u is None else u) * cdf[:, -1:]
-        idx = torch.searchsorted(cdf, u).clamp(max=probs.shape[-1] - 1)
+        cdf = (sorted_p * keep).cumsum(-1)
+        idx = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=z.shape[-1] - 1)
         tok = order.gather(-1, idx).squeeze(-1)
-    else:
-        cdf = probs.cumsum(-1)
-        u = (torch.rand((probs.shape[0], 1), generator=generator) if u is None else u) * cdf[:, -1:]
-        tok = torch.searchsorted(cdf, u).clamp(max=probs.shape[-1] - 1).squeeze(-1)
-    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+    top = z.max(dim=-1, keepdim=True).values
+    weights = (z - top).exp_()
+    tok, total = inverse_cdf(weights, u)
+    return tok, z.gather(-1, tok[:, None]).squeeze(-1) - top.squeeze(-1) - total.log()
+
+
+def inverse_cdf(weights: torch.Tensor, u: torch.Tensor, block: int = 256):
+    """Row-wise inverse-CDF draw from unnormalised ``weights`` ``[B, V]`` with uniforms ``u`` ``[B, 1]``:
+    the token y with ``W_{<y} ≤ u·W < W_{≤y}``. Two levels — the block of ``block`` tokens from the
+    cumulative block sums, then the token inside it — instead of one ``[B, V]`` cumulative sum (a
+    sequential scan that cost as much as the LM head for a 49k vocabulary). Returns (tokens, W)."""
+    B, V = weights.shape
+    pad = (-V) % block
+    w = torch.nn.functional.pad(weights, (0, pad)).view(B, -1, block)
+    block_cdf = w.sum(-1).cumsum(-1)                                   # [B, V / block]
+    total = block_cdf[:, -1]
+    target = u * total[:, None]
+    b = torch.searchsorted(block_cdf, target).clamp(max=block_cdf.shape[1] - 1)  # [B, 1]
+    before = torch.where(b > 0, block_cdf.gather(-1, (b - 1).clamp(min=0)), torch.zeros_like(target))
+    inner = w.gather(1, b[:, :, None].expand(B, 1, block)).squeeze(1).cumsum(-1)  # [B, block]
+    k = torch.searchsorted(inner, target - before).clamp(max=block - 1)
+    tok = (b * block + k).clamp(max=V - 1).squeeze(-1)
+    return tok, total
 
 
 def base_model_of(model):
