@@ -80,9 +80,11 @@ def test_two_ranks_train_the_weights_one_rank_trains(tiny_dir, tmp_path):
     assert "certificate/vote_lower" in m2[-1] and m2[-1]["certificate/n"] == 4
 
 
-def test_two_rank_lora_run_resumes_exactly(tiny_dir, tmp_path):
-    # dropout 0: with LoRA dropout even a 1-process stop-and-resume is not exact today (found at ac8b50a)
-    args = [f"model.path={tiny_dir}", "model.lora.enabled=true", "model.lora.r=4", "model.lora.dropout=0", *FAST]
+def test_two_rank_lora_run_with_dropout_resumes_exactly(tiny_dir, tmp_path):
+    # LoRA dropout: each rank draws its rows' masks from its own torch RNG, and with 9 turns per agent
+    # (3 prompts x 3) the ranks' rows differ in number, so their RNG states part; the trainer state keeps each
+    fast = [a for a in FAST if not a.startswith("sat_seq.group_size=")] + ["sat_seq.group_size=3"]
+    args = [f"model.path={tiny_dir}", "model.lora.enabled=true", "model.lora.r=4", "model.lora.dropout=0.05", *fast]
     _train([*args, f"output_dir={tmp_path}/full"], ranks=2)
     _train([*args, f"output_dir={tmp_path}/part"], ranks=2, stop_after=1)
     part, full = tmp_path / "part" / "r", tmp_path / "full" / "r"

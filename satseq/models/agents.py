@@ -60,6 +60,7 @@ class AgentPool:
         for name, path in (adapter_paths or {}).items():
             if path:
                 peft_model.load_adapter(path, adapter_name=name, is_trainable=True)
+        peft_model.eval()  # new adapters' lora_dropout modules start in train mode; the trainer turns it on to fit
         return cls(names, tokenizer, mode="lora", peft_model=peft_model, device=device)
 
     def only(self, names: list[str]) -> "AgentPool":
