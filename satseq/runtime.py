@@ -210,6 +210,12 @@ def _check_prompts_before_the_warm_start(cfg: TrainConfig, spec, method, sets) -
                              what="rollout.max_new_tokens")
 
 
+def run_engine(cfg: TrainConfig, tokenizer, device: str):
+    """The run's rollout engine (``rollout.*``); a Ray actor builds its own with this too."""
+    return make_engine(cfg.rollout.engine, tokenizer, batch_size=cfg.rollout.batch_size, device=device,
+                       fused=cfg.rollout.fused, dtype=cfg.rollout.dtype)
+
+
 def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     set_grading_timeout(cfg.reward.timeout)  # every is_equivalent of this run: math-verify killed after it
     device = setup_torch(cfg)
@@ -228,6 +234,5 @@ def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     stop = tuple(cfg.rollout.stop)
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                               top_p=cfg.rollout.top_p, stop=stop)
-    engine = make_engine(cfg.rollout.engine, pool.tokenizer, batch_size=cfg.rollout.batch_size, device=device,
-                         fused=cfg.rollout.fused, dtype=cfg.rollout.dtype)
+    engine = run_engine(cfg, pool.tokenizer, device)
     return Runtime(cfg, device, pool, pool.tokenizer, fmt, engine, sampling, train_set, eval_set)

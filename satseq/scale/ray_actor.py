@@ -29,8 +29,7 @@ class AgentHost:
     def __init__(self, cfg, names: list[str], all_names: list[str], paths: list, path_keys: list[str],
                  force_lora: bool, threads: int):
         from satseq.registry import get_method
-        from satseq.rollout.engine import make_engine
-        from satseq.runtime import build_pool, setup_torch
+        from satseq.runtime import build_pool, run_engine, setup_torch
 
         cfg = cfg.model_copy(update={"threads": cfg.threads or max(1, threads)})
         self.cfg, self.names = cfg, list(names)
@@ -44,8 +43,7 @@ class AgentHost:
         self.pool = pool.only(self.names) if pool.names != self.names else pool
         if cfg.trainer.gradient_checkpointing:
             self.pool.enable_gradient_checkpointing()
-        self.engine = make_engine(cfg.rollout.engine, self.pool.tokenizer, batch_size=cfg.rollout.batch_size,
-                                  device=self.device)
+        self.engine = run_engine(cfg, self.pool.tokenizer, self.device)
         self.gen = torch.Generator()
         self.updater = None
 
