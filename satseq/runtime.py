@@ -67,6 +67,9 @@ def setup_torch(cfg: TrainConfig) -> str:
         release_freed_memory()
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
+    from satseq.utils.precision import set_autocast
+
+    set_autocast(cfg.trainer.autocast)
     device = cfg.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -10,6 +10,8 @@ import torch
 
 from satseq.rollout.hf_engine import base_model_of, last_logits_only
 from satseq.rollout.padding import prompt_response_batch
+from satseq.utils import precision
+from satseq.utils.precision import full_precision, trainer_autocast
 
 
 def response_logits(model, prompts: list[list[int]], responses: list[list[int]], pad_id: int,
@@ -20,8 +22,17 @@ def response_logits(model, prompts: list[list[int]], responses: list[list[int]],
     R = r_mask.shape[1]
     # only the R positions that predict a response token reach the LM head (the prompt's would be
     # [B, P, V] of logits thrown away: 80 % of them for a few-shot prompt)
-    keep = last_logits_only(model, R + 1)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **keep).logits
+    parts = _decoder_and_head(model)
+    if parts is not None and precision.autocast_dtype() is not None:  # the head in fp32 (utils/precision.py)
+        decoder, head = parts
+        with trainer_autocast(ids.device):
+            hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
+        with full_precision(ids.device):
+            logits = head(hidden[:, -(R + 1):].float())
+    else:
+        keep = last_logits_only(model, R + 1)
+        with trainer_autocast(ids.device):
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **keep).logits
     first = logits.shape[1] - (R + 1)  # 0 when only R + 1 positions were kept, start - 1 otherwise
     return logits[:, first: first + R, :], r_mask.to(device)
 
@@ -52,7 +63,8 @@ def _decoder_and_head(model):
 
 
 def _chunk_logprobs(hidden: torch.Tensor, targets: torch.Tensor, head, temperature: float) -> torch.Tensor:
-    return token_logprobs(head(hidden), targets, temperature)
+    with full_precision(hidden.device):  # the LM head and log-softmax in fp32 under trainer.autocast
+        return token_logprobs(head(hidden.float()), targets, temperature)
 
 
 def chunked_response_logprobs(decoder, head, ids, mask, pos, start: int, targets: torch.Tensor,
@@ -62,7 +74,8 @@ def chunked_response_logprobs(decoder, head, ids, mask, pos, start: int, targets
     backward recomputes its logits instead of keeping them (verl and TRL's chunked-entropy idea)."""
     from torch.utils.checkpoint import checkpoint
 
-    hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
+    with trainer_autocast(ids.device):
+        hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
     B, R = targets.shape
     h = hidden[:, start - 1: start - 1 + R]
     step = max(1, CHUNK_BYTES // max(1, B * head.out_features * 4))
