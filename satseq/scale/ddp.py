@@ -10,7 +10,9 @@ and the results are exchanged with torch.distributed collectives (Gloo on CPU, N
   (:func:`owned_rows`); the per-token results are all-gathered into the full batch, a rank's own rows
   kept live (:func:`share_rows`), so the loss of the full batch is computed identically everywhere
   while each rank's backward reaches the parameters only through its own rows;
-* gradients — summed over ranks (:func:`all_reduce_grads`) before clipping and the optimizer step.
+* gradients — summed over ranks (:func:`all_reduce_grads`) before clipping and the optimizer step;
+* outputs — rank 0 writes them (:func:`is_main`); the trainer state keeps every rank's torch RNG
+  (:func:`rng_states`: dropout masks are drawn per rank).
 
 Why the sum is the 1-rank gradient: the loss is ``L(ℓ_1, …, ℓ_B)`` of the batch's per-row log-probs
 (whatever the aggregation: seq-mean-token-mean, token sums over a constant, a KL term), so

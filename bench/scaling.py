@@ -1,0 +1,104 @@
+"""Data-parallel scaling inside an agent: one SAT-Seq stage on 1 rank vs N ranks (torchrun, Gloo, CPU).
+
+    python bench/scaling.py --out /tmp/scaling [--ranks 2] [--stages 4] [--repeats 3]
+
+A rollout-heavy stage: K = 3 relay agents (full copies of the tiny model, randomly initialised and
+saved in OUT, so every response runs to ``rollout.max_new_tokens``: generation dominates),
+``--batch`` prompts × ``--group`` episodes. Every run is a fresh process tree, one thread per rank
+(``OMP_NUM_THREADS=1``, ``threads=1``): ``python -m satseq.cli train ...`` for 1 rank,
+``python -m torch.distributed.run --nproc_per_node N -m satseq.cli train ...`` for N. Runs are
+interleaved (1, N, 1, N, ...); stage 0 is dropped (warm-up); the figure is the ratio of the medians
+of ``time/stage`` (rank 0's clock: rollout, gathers, rewards, updates), with the medians of
+``time/rollout`` and of the rest of the stage (the three updates) beside it. The 1-rank and N-rank
+runs must generate the same number of tokens per stage (they sample the same tokens), or it stops.
+No certificate batch and no held-out evaluation (they are their own lines in the docs). The machine's
+other load is not controlled: report the figure with the load it was measured under.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+COMMON = ["method=sat_seq", "trainer.save_every=0", "trainer.export_pt=false", "trainer.progress=false",
+          "trainer.tensorboard=false", "resume=false", "threads=1", "sat_seq.certificate.prompts=0",
+          "trainer.eval_every=0", "data.eval_size=8", "data.train_size=512"]
+
+
+def tiny_model(out: Path) -> Path:
+    d = out / "tiny_random"
+    if not (d / "config.json").exists():
+        from satseq.models.tiny import build_tiny_model, save_model_dir
+
+        model, tok = build_tiny_model(seed=1)
+        save_model_dir(model, tok, d)
+    return d
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(ranks: int, args: list[str], out: Path, name: str) -> list[dict]:
+    launch = [sys.executable, "-m", "satseq.cli"] if ranks == 1 else [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks), "--master_addr", "127.0.0.1",
+        "--master_port", str(_free_port()), "-m", "satseq.cli"]
+    r = subprocess.run([*launch, "train", *args, f"output_dir={out}", f"run_name={name}"], capture_output=True,
+                       text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if r.returncode != 0:
+        sys.exit(f"bench/scaling.py: {ranks} rank(s) failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    rows = [json.loads(x) for x in (out / name / "metrics.jsonl").read_text().splitlines()]
+    return rows[1:]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="/tmp/scaling")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=16, help="prompts per stage")
+    ap.add_argument("--group", type=int, default=4, help="episodes per prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--stages", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    args = [*COMMON, f"model.path={tiny_model(out)}", f"trainer.train_batch_size={a.batch}",
+            f"sat_seq.group_size={a.group}", f"sat_seq.mini_batch_size={a.batch * a.group}",
+            f"rollout.max_new_tokens={a.max_new_tokens}", f"trainer.num_stages={a.stages}"]
+    stage = {1: [], a.ranks: []}
+    rollout = {1: [], a.ranks: []}
+    tokens = {1: [], a.ranks: []}
+    t0 = time.time()
+    for rep in range(a.repeats):
+        for n in (1, a.ranks):  # interleaved: 1, N, 1, N, ...
+            for row in run(n, args, out, f"ranks{n}_r{rep}"):
+                stage[n].append(row["time/stage"])
+                rollout[n].append(row["time/rollout"])
+                tokens[n].append(row["rollout/generated_tokens"])
+    if tokens[1] != tokens[a.ranks]:
+        sys.exit("bench/scaling.py: the 1-rank and N-rank runs generated different tokens")
+    med = {n: statistics.median(v) for n, v in stage.items()}
+    med_r = {n: statistics.median(v) for n, v in rollout.items()}
+    med_u = {n: statistics.median(s - r for s, r in zip(stage[n], rollout[n])) for n in stage}
+    print(f"SAT-Seq K=3, {a.batch} prompts x {a.group} episodes, max_new_tokens={a.max_new_tokens} "
+          f"({statistics.median(tokens[1]):.0f} generated tokens per stage), {a.repeats} interleaved repeats x "
+          f"{a.stages - 1} timed stages, one thread per rank; load average at the end "
+          f"{os.getloadavg()[0]:.2f}; wall {time.time() - t0:.0f} s")
+    print("| ranks | time/stage | speed-up | time/rollout | speed-up | rest of the stage (updates) | speed-up |")
+    print("|---|---|---|---|---|---|---|")
+    for n in (1, a.ranks):
+        print(f"| {n} | {med[n]:.2f} s | {med[1] / med[n]:.2f}x | {med_r[n]:.2f} s | {med_r[1] / med_r[n]:.2f}x "
+              f"| {med_u[n]:.2f} s | {med_u[1] / med_u[n]:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
