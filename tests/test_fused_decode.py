@@ -115,3 +115,20 @@ def test_bf16_rollout_keeps_on_policy_ratios_exactly_one(tiny):
     assert float(metrics["clipfrac"]) == 0.0
     gap = behaviour_gap(lp, m, batch.behaviour_logprobs)
     assert 1e-4 < gap < 0.5  # bf16 sampling is close to, and not the same as, the fp32 policy
+
+
+def test_finished_rows_are_dropped_without_changing_any_row(tiny, monkeypatch):
+    model, tok = tiny
+    prompts = [_enc(tok, p) for p in PROMPTS] * 4
+    sp = SamplingParams(max_new_tokens=30, stop=tuple("aeiou0123"))  # rows end at different steps
+    kept = []
+    original = fused_decode.FusedDecoder.keep_rows
+    monkeypatch.setattr(fused_decode.FusedDecoder, "keep_rows",
+                        lambda self, idx: (kept.append(len(idx)), original(self, idx))[1])
+    fused = HFEngine(tok).generate(model, prompts, sp, torch.Generator().manual_seed(2))
+    plain = HFEngine(tok, fused=False).generate(model, prompts, sp, torch.Generator().manual_seed(2))
+    assert kept and kept[0] <= len(prompts) // 2
+    assert [g.response_ids for g in fused] == [g.response_ids for g in plain]
+    assert [g.finish_reason for g in fused] == [g.finish_reason for g in plain]
+    assert _max_gap(model, tok, fused) <= 1e-5
+    assert len({len(g.response_ids) for g in fused}) > 3

@@ -181,6 +181,13 @@ class FusedDecoder:
     def first_logits(self) -> torch.Tensor:
         return self._first
 
+    def keep_rows(self, idx: torch.Tensor) -> None:
+        """Keep only rows ``idx`` (the engine drops finished rows once half the batch is done, so a few
+        long answers do not carry the finished rows' compute to the end)."""
+        self.keys = [k.index_select(0, idx) for k in self.keys]
+        self.values = [v.index_select(0, idx) for v in self.values]
+        self.valid = self.valid.index_select(0, idx)
+
     @torch.no_grad()
     def _prefill(self, ids, positions, valid, rows) -> torch.Tensor:
         """Prefill the distinct prompts ``ids``; row r of the batch is distinct prompt ``rows[r]``."""

@@ -154,25 +154,34 @@ class HFEngine:
         tokens = [[] for _ in range(B)]
         logps = [[] for _ in range(B)]
         finish = ["length"] * B
-        done = torch.zeros(B, dtype=torch.bool)
+        done = [False] * B
+        rows = list(range(B))  # the stepper's row j generates for prompt rows[j]
+        row_streams = streams
         next_pos = pos[:, -1:] + 1
         for _ in range(sampling.max_new_tokens):
-            active = torch.nonzero(~done).flatten().tolist()
-            u = None if sampling.greedy else row_uniforms(streams, active, B)
+            active = [j for j, i in enumerate(rows) if not done[i]]
+            u = None if sampling.greedy else row_uniforms(row_streams, active, len(rows))
             tok, lp = sample_next(logits, sampling, u=u)
             tok, lp = tok.cpu(), lp.cpu()
-            for i in active:
-                t = int(tok[i])
+            for j in active:
+                i, t = rows[j], int(tok[j])
                 tokens[i].append(t)
-                logps[i].append(float(lp[i]))
+                logps[i].append(float(lp[j]))
                 if t in self.eos_ids:
                     done[i], finish[i] = True, "eos"
                 elif sampling.stop and self._hit_stop(tokens[i], sampling.stop):
                     done[i], finish[i] = True, "stop"
-            if bool(done.all()) or len(tokens[active[0]]) >= sampling.max_new_tokens:
+            live = [j for j in active if not done[rows[j]]]
+            if not live or len(tokens[rows[active[0]]]) >= sampling.max_new_tokens:
                 break
-            step_ids = torch.where(done, torch.full_like(tok, self.pad_id), tok).to(self.device)
-            logits = stepper.step(step_ids, next_pos, (~done).to(self.device))
+            if hasattr(stepper, "keep_rows") and len(live) <= len(rows) // 2:  # drop finished rows
+                keep = torch.tensor(live)
+                stepper.keep_rows(keep.to(self.device))
+                rows, tok, next_pos = [rows[j] for j in live], tok[keep], next_pos[keep.to(next_pos.device)]
+                row_streams = None if streams is None else [streams[i] for i in rows]
+            alive = torch.tensor([not done[i] for i in rows])
+            step_ids = torch.where(alive, tok, torch.full_like(tok, self.pad_id)).to(self.device)
+            logits = stepper.step(step_ids, next_pos, alive.to(self.device))
             next_pos = next_pos + 1
         if was_training:
             model.train()
