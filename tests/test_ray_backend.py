@@ -250,3 +250,14 @@ def test_missing_ray_is_a_one_line_cli_error(tiny_dir, tmp_path):
     assert r.returncode == 2 and lines == ["error: trainer.backend=ray needs the ray package: pip install "
                                            "'satseq[ray]'"], r.stderr[-2000:]
     assert not (tmp_path / "sat_seq_dapo").exists()
+
+
+def test_the_local_backend_never_imports_ray(tiny_dir, tmp_path):
+    code = ("import sys; from satseq.config.loader import load_config; from satseq.loop import train; "
+            f"train(load_config(None, {[*COMMON, f'model.path={tiny_dir}', f'output_dir={tmp_path}']!r}), "
+            "console=lambda *a, **k: None, stop_after=1); print('ray' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "False"
+    assert (tmp_path / "sat_seq_dapo" / "metrics.jsonl").exists()
