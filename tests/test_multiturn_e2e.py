@@ -158,13 +158,14 @@ def test_single_model_self_verify_and_workflow_mismatch(tiny_dir, mlmt_run, tmp_
 
 
 def test_ray_address_reaches_the_trainer(tiny_dir, tmp_path):
-    try:  # checked first: with ray installed the trainer would try to connect to the address
-        import ray  # noqa: F401
-        pytest.skip("ray is installed here; the not-installed message is what this test checks")
-    except ImportError:
-        pass
+    """The Slurm recipe's RAY_ADDRESS reaches trainer.ray_address: with ray hidden (a stand-in package
+    whose import fails, first on PYTHONPATH) the trainer says the package is missing, naming the key."""
+    hide = tmp_path / "no_ray" / "ray"
+    hide.mkdir(parents=True)
+    (hide / "__init__.py").write_text("raise ImportError('ray hidden by the test')\n")
     env = {"MODEL_PATH": str(tiny_dir), "NUM_STAGES": "1", "OUTPUT_DIR": str(tmp_path),
-           "RAY_ADDRESS": "127.0.0.1:9"}
+           "RAY_ADDRESS": "127.0.0.1:9",
+           "PYTHONPATH": os.pathsep.join([str(hide.parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     r = _run(["bash", "recipes/mlmt/math/HLT_LLT_RR_1_1.sh", *FAST[1:]], env)
     assert r.returncode == 2 and "trainer.ray_address" in r.stderr and "127.0.0.1:9" in r.stderr
 
