@@ -56,7 +56,7 @@ def inverse_cdf(weights: torch.Tensor, u: torch.Tensor, block: int = 256):
     sequential scan that cost as much as the LM head for a 49k vocabulary). Returns (tokens, W)."""
     B, V = weights.shape
     pad = (-V) % block
-    w = torch.nn.functional.pad(weights, (0, pad)).view(B, -1, block)
+    w = (torch.nn.functional.pad(weights, (0, pad)) if pad else weights).view(B, -1, block)
     block_cdf = w.sum(-1).cumsum(-1)                                   # [B, V / block]
     total = block_cdf[:, -1]
     target = u * total[:, None]
