@@ -18,7 +18,8 @@ none, so the tokens whose text ends with a stop string are added to the model's 
 the same rule satseq's engine applies to the decoded tail.
 
 Runs are whole short runs in fresh processes, interleaved (satseq, TRL, satseq, TRL, ...), round r
-seeded r on both sides. Step time: satseq's ``time/stage`` from ``metrics.jsonl``; TRL's from a
+seeded r on both sides (runs already in OUT at the same settings are reused: ``--rounds`` can grow).
+Step time: satseq's ``time/stage`` from ``metrics.jsonl``; TRL's from a
 callback, ``on_step_begin`` → ``on_step_end`` (generation, reward, loss, backward, optimizer step);
 setup excluded on both sides and each run's first step dropped. Accuracy: after the last step, both
 final policies are evaluated by one function (satseq's engine, T = 1, the same per-row random
@@ -292,17 +293,24 @@ def main(argv=None) -> None:
         if any(a != b for _, a, b in rows):
             sys.exit("bench/vs_trl.py: the derived configs disagree (above)")
         settings_file = out / "settings.json"
+        previous = settings_file.read_text() if settings_file.is_file() else None
         write_json(settings_file, asdict(s))
+        reuse = previous == settings_file.read_text()  # same settings: runs already in OUT are kept (resumable)
         warm = None
         if not args.no_warm_eval:
-            sys.path.insert(0, str(ROOT / "bench"))
-            from vs_trl_runs import warm_eval
+            if reuse and (out / "warm.json").is_file():
+                warm = json.loads((out / "warm.json").read_text())
+            else:
+                sys.path.insert(0, str(ROOT / "bench"))
+                from vs_trl_runs import warm_eval
 
-            warm = warm_eval(s)
+                warm = warm_eval(s)
+                write_json(out / "warm.json", warm)
         results = {"satseq": [], "trl": []}
         for r in range(args.rounds):
             for fw in ("satseq", "trl"):  # interleaved: A, B, A, B
-                res = run_worker(fw, settings_file, r, out)
+                done = out / f"{fw}_s{r}.json"
+                res = json.loads(done.read_text()) if reuse and done.is_file() else run_worker(fw, settings_file, r, out)
                 results[fw].append(res)
                 print(f"[vs_trl] {case} round {r} {fw}: steps {', '.join(f'{t:.2f}' for t in res['step_times'])} s; "
                       f"held-out {statistics.fmean(res['eval_per_problem']):.3f}", flush=True)
