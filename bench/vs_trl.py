@@ -183,7 +183,8 @@ def prepare_model(case: str, root: Path) -> Path:
     return out
 
 
-def run_worker(framework: str, settings_file: Path, seed: int, out: Path) -> dict:
+def run_worker(framework: str, settings_file: Path, seed: int, out: Path, result: Path | None = None):
+    """One fresh process of bench/vs_trl_runs.py (``satseq``, ``trl`` or ``warm``); its JSON result."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
                CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore")
     log = out / f"{framework}_s{seed}.log"
@@ -193,7 +194,7 @@ def run_worker(framework: str, settings_file: Path, seed: int, out: Path) -> dic
     if r.returncode != 0:
         tail = (log.read_text().strip().splitlines() or ["?"])[-1]
         sys.exit(f"bench/vs_trl.py: the {framework} run (seed {seed}) failed: {tail} (log: {log})")
-    return json.loads((out / f"{framework}_s{seed}.json").read_text())
+    return json.loads((result or out / f"{framework}_s{seed}.json").read_text())
 
 
 def _q(xs: list[float], q: float) -> float:
@@ -300,12 +301,8 @@ def main(argv=None) -> None:
         if not args.no_warm_eval:
             if reuse and (out / "warm.json").is_file():
                 warm = json.loads((out / "warm.json").read_text())
-            else:
-                sys.path.insert(0, str(ROOT / "bench"))
-                from vs_trl_runs import warm_eval
-
-                warm = warm_eval(s)
-                write_json(out / "warm.json", warm)
+            else:  # a worker process of its own (it writes warm.json)
+                warm = run_worker("warm", settings_file, 0, out, result=out / "warm.json")
         results = {"satseq": [], "trl": []}
         for r in range(args.rounds):
             for fw in ("satseq", "trl"):  # interleaved: A, B, A, B

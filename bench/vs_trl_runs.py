@@ -1,9 +1,10 @@
 """The two sides of ``bench/vs_trl.py``, one short run per fresh process, and the one held-out
 evaluation both final policies go through.
 
-    python bench/vs_trl_runs.py {satseq,trl} OUT/<case>/settings.json SEED OUT/<case>
+    python bench/vs_trl_runs.py {satseq,trl,warm} OUT/<case>/settings.json SEED OUT/<case>
 
-Writes ``OUT/<case>/<framework>_s<SEED>.json``: step times (s), the training reward per step, the
+Writes ``OUT/<case>/<framework>_s<SEED>.json`` (``warm``: ``OUT/<case>/warm.json``, the warm start's
+held-out score per problem): step times (s), the training reward per step, the
 held-out score per problem, library versions. satseq runs through its public API
 (``satseq.api.train`` with the derived overrides; step time = ``time/stage``); TRL through
 ``GRPOTrainer`` with a callback timing ``on_step_begin`` → ``on_step_end``. Both use
@@ -190,13 +191,16 @@ def run_trl(s: Settings, seed: int, out: Path) -> dict:
 def main(argv=None) -> None:
     framework, settings_file, seed, out = (argv or sys.argv[1:])[:4]
     s, seed, out = load_settings(Path(settings_file)), int(seed), Path(out)
+    from satseq.utils.io import write_json
+
+    if framework == "warm":  # the warm start's held-out scores, for reference
+        write_json(out / "warm.json", warm_eval(s))
+        return
     res = (run_satseq if framework == "satseq" else run_trl)(s, seed, out)
     import resource
 
     res.update(framework=framework, seed=seed, versions=versions(),
                peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
-    from satseq.utils.io import write_json
-
     write_json(out / f"{framework}_s{seed}.json", res)
 
 
