@@ -1,13 +1,14 @@
-"""Transformers rollout engine: batched sampling with a KV cache and behaviour log-probs.
+"""Transformers rollout engine: batched sampling with behaviour log-probs.
 
-Written as a hand decode loop over ``model(...)`` with a ``DynamicCache`` rather than
-``model.generate``, for three reasons (recorded in docs/design.md): it returns the exact per-token
-log-probabilities of the sampled tokens without a second pass, it draws every random number from
-a caller-owned ``torch.Generator`` (so a seed fixes a run and a resumed run continues the same
-stream), and it is at least as fast as ``generate`` (1.07x on the tiny model at batch 128,
-``bench/engine_throughput.py``).
-Sampling uses inverse-CDF with one uniform per row, which is exact and much cheaper than
-``torch.multinomial`` over large vocabularies.
+A hand decode loop rather than ``model.generate`` (reasons in docs/design.md, "Written by hand"):
+it returns the exact per-token log-probabilities of the sampled tokens without a second pass, every
+random number comes from the episode's own stream (:mod:`satseq.rollout.streams`: a seed fixes a
+run, a resumed run continues the same streams, and any split of a batch samples the same tokens),
+and it is faster. Llama-family models step through :mod:`satseq.rollout.fused_decode` (fused
+weights, preallocated KV cache, a group's prompt prefilled once, finished rows dropped); any other
+causal LM through its own forward with a ``DynamicCache``. Sampling is an exact inverse CDF with one
+uniform per row (:func:`inverse_cdf`), much cheaper than ``torch.multinomial`` over a 49k vocabulary.
+SmolLM2-135M: 1.8× ``generate`` on this CPU (bench/roofline.py, docs/results.md).
 """
 from __future__ import annotations
 
