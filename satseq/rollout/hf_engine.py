@@ -35,7 +35,7 @@ def sample_next(logits: torch.Tensor, sampling: SamplingParams, generator: torch
         return tok, z.gather(-1, tok[:, None]).squeeze(-1) - torch.logsumexp(z, dim=-1)
     if sampling.temperature != 1.0:
         z = z / sampling.temperature
-    u = torch.rand((z.shape[0], 1), generator=generator) if u is None else u
+    u = (torch.rand((z.shape[0], 1), generator=generator) if u is None else u).to(z.device)  # CPU streams
     if sampling.top_p < 1.0:
         logp = torch.log_softmax(z, dim=-1)
         sorted_p, order = logp.exp().sort(dim=-1, descending=True)
