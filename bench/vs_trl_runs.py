@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,13 +36,9 @@ def load_settings(path: Path) -> Settings:
 
 
 def versions() -> dict:
-    out = {}
-    for name in LIBS:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
+    from satseq.utils.versions import library_versions
+
+    return library_versions(LIBS)
 
 
 def task(s: Settings, seed: int, out: str, name: str):

@@ -8,10 +8,11 @@ from importlib import metadata
 LIBRARIES = ("satseq", "torch", "transformers", "tokenizers", "peft", "math-verify", "sympy", "numpy")
 
 
-def library_versions() -> dict[str, str]:
-    """``{name: version}`` for :data:`LIBRARIES` (``"absent"`` when not installed), plus Python's."""
+def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str]:
+    """``{name: version}`` for ``names`` (default :data:`LIBRARIES`; ``"absent"`` when not installed), plus
+    Python's."""
     out = {"python": platform.python_version()}
-    for name in LIBRARIES:
+    for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
