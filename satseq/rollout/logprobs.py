@@ -2,7 +2,8 @@
 
 ``log π(y_t | x, y_<t) = log_softmax(logits_t / T)[y_t]`` on the exact layout generation used
 (:func:`satseq.rollout.padding.prompt_response_batch`), so recomputed and behaviour log-probs agree
-up to floating-point noise.
+up to floating-point noise. On plain-head architectures the decoder's hidden states come from
+:func:`satseq.rollout.prefix_sharing.response_hidden` (a prompt shared by G rows runs once).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 from satseq.rollout.hf_engine import base_model_of, last_logits_only
 from satseq.rollout.padding import prompt_response_batch
+from satseq.rollout.prefix_sharing import response_hidden, shares_prefixes
 from satseq.utils import precision
 from satseq.utils.precision import full_precision, trainer_autocast
 
@@ -17,22 +19,20 @@ from satseq.utils.precision import full_precision, trainer_autocast
 def response_logits(model, prompts: list[list[int]], responses: list[list[int]], pad_id: int,
                     device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Logits that predict each response token, ``[B, R, V]``, and the response mask ``[B, R]``."""
-    ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
-    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-    R = r_mask.shape[1]
     # only the R positions that predict a response token reach the LM head (the prompt's would be
     # [B, P, V] of logits thrown away: 80 % of them for a few-shot prompt)
     parts = _decoder_and_head(model)
-    if parts is not None and precision.autocast_dtype() is not None:  # the head in fp32 (utils/precision.py)
-        decoder, head = parts
-        with trainer_autocast(ids.device):
-            hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
-        with full_precision(ids.device):
-            logits = head(hidden[:, -(R + 1):].float())
-    else:
-        keep = last_logits_only(model, R + 1)
-        with trainer_autocast(ids.device):
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **keep).logits
+    if parts is not None and (precision.autocast_dtype() is not None or shares_prefixes(parts[0], prompts)):
+        decoder, head = parts  # the head in fp32 under autocast (utils/precision.py)
+        hidden, r_mask = response_hidden(decoder, prompts, responses, pad_id, device)
+        with full_precision(hidden.device):
+            return head(hidden.float()), r_mask
+    ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
+    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+    R = r_mask.shape[1]
+    keep = last_logits_only(model, R + 1)
+    with trainer_autocast(ids.device):
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **keep).logits
     first = logits.shape[1] - (R + 1)  # 0 when only R + 1 positions were kept, start - 1 otherwise
     return logits[:, first: first + R, :], r_mask.to(device)
 
@@ -67,26 +67,24 @@ def _chunk_logprobs(hidden: torch.Tensor, targets: torch.Tensor, head, temperatu
         return token_logprobs(head(hidden.float()), targets, temperature)
 
 
-def chunked_response_logprobs(decoder, head, ids, mask, pos, start: int, targets: torch.Tensor,
+def chunked_response_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor,
                               temperature: float) -> torch.Tensor:
-    """``log π(y_t | ·)`` from the decoder's hidden states, the LM head applied to a few positions at a
-    time: the ``[B, R, V]`` logits never exist whole. Under autograd each chunk is checkpointed, so
-    backward recomputes its logits instead of keeping them (verl and TRL's chunked-entropy idea)."""
+    """``log π(y_t | ·)`` from the hidden states that predict each response token (``[B, R, d]``,
+    :func:`satseq.rollout.prefix_sharing.response_hidden`), the LM head applied to a few positions
+    at a time: the ``[B, R, V]`` logits never exist whole. Under autograd each chunk is checkpointed,
+    so backward recomputes its logits instead of keeping them (verl and TRL's chunked-entropy idea)."""
     from torch.utils.checkpoint import checkpoint
 
-    with trainer_autocast(ids.device):
-        hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
     B, R = targets.shape
-    h = hidden[:, start - 1: start - 1 + R]
     step = max(1, CHUNK_BYTES // max(1, B * head.out_features * 4))
     parts = []
     for s in range(0, R, step):
-        hs, ts = h[:, s:s + step], targets[:, s:s + step]
+        hs, ts = hidden[:, s:s + step], targets[:, s:s + step]
         if torch.is_grad_enabled():
             parts.append(checkpoint(_chunk_logprobs, hs, ts, head, temperature, use_reentrant=False))
         else:
             parts.append(_chunk_logprobs(hs, ts, head, temperature))
-    return torch.cat(parts, dim=1) if parts else h.new_zeros((B, 0))
+    return torch.cat(parts, dim=1) if parts else hidden.new_zeros((B, 0))
 
 
 def response_logprobs(model, prompts, responses, pad_id: int, *, temperature: float = 1.0,
@@ -102,9 +100,9 @@ def response_logprobs(model, prompts, responses, pad_id: int, *, temperature: fl
             targets[i, : len(r)] = torch.tensor(r, dtype=torch.long)
     parts = None if return_logits else _decoder_and_head(model)
     if parts is not None:
-        ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
-        ids, mask, pos, r_mask = ids.to(device), mask.to(device), pos.to(device), r_mask.to(device)
-        lp = chunked_response_logprobs(*parts, ids, mask, pos, start, targets.to(device), temperature)
+        decoder, head = parts
+        hidden, r_mask = response_hidden(decoder, prompts, responses, pad_id, device)
+        lp = chunked_response_logprobs(head, hidden, targets.to(device), temperature)
         return lp * r_mask, r_mask
     logits, r_mask = response_logits(model, prompts, responses, pad_id, device)
     lp = token_logprobs(logits, targets.to(logits.device), temperature) * r_mask
