@@ -109,6 +109,8 @@ def test_accepted_stage_moves_each_agent_and_truncates_is_weights(tiny):
     assert 0.0 < m["agent_2/is_weight_mean"] <= 1.0 and 0.0 < m["agent_3/is_weight_mean"] <= 1.0
     assert m["agent_3/is_weight_mean"] < 1.0  # two agents moved before it
     assert not any(k.startswith("certificate/") for k in m)  # no certificate batch configured here
+    # π_cur sampled these turns (fp32 engine): the engine's log-probs match the trainer's
+    assert all(0.0 <= m[f"{a}/logprob_gap"] <= 1e-5 for a in AGENTS)
 
 
 def test_frozen_agent_is_never_updated(tiny):

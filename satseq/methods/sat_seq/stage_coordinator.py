@@ -34,6 +34,7 @@ from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController
 from satseq.methods.sat_seq.monitor.certificate_batch import certificate_metrics
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
+from satseq.update.clipped_pg import behaviour_gap
 from satseq.update.loop import (has_dropout, make_optimizer, mean, minibatches, optimizer_step, policy_temperature,
                                 training_mode)
 
@@ -167,6 +168,8 @@ class StageCoordinator:
             "beta": res.beta,
             "kl_quantile": res.kl_quantile, "kl_mean": res.kl_mean, "is_weight_mean": float(c.mean()),
             "clipfrac": mean(stats["clipfrac"]), "loss": mean(stats["loss"]),
+            # π_cur is the policy that sampled these turns: the gap is the engine's (precision, kernels)
+            "logprob_gap": behaviour_gap(cur["lp"], cur["mask"], batch.behaviour_logprobs),
         }
 
     # ------------------------------------------------------------------ resume
