@@ -84,6 +84,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="outputs/bench_roofline")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print where one fp32 satseq rollout spends its time (torch.profiler, by operator)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     from satseq.models.loading import load_causal_lm
@@ -147,9 +149,34 @@ def main(argv=None) -> None:
                              "share_of_roofline": tps / roof[k]["tok_s"]}
         print(f"{k}: satseq {tps:.0f} tok/s, HF generate {a.batch * a.tokens / h:.0f} tok/s: {h / s:.2f}×; "
               f"{100 * tps / roof[k]['tok_s']:.0f}% of the roofline (medians of {a.repeats}, interleaved)")
+    if a.profile:
+        from satseq.rollout.fused_decode import FusedWeights
+
+        t0 = time.perf_counter()  # what every timed satseq call above paid once (the models alternate)
+        FusedWeights(models["fp32"], torch.float32, a.batch)
+        print(f"building the fused, packed fp32 weights: {time.perf_counter() - t0:.2f} s per rollout after an update")
+        profile_rollout(lambda: ours(models["fp32"]), a.batch * a.tokens)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "roofline.json").write_text(json.dumps(result, indent=1))
+
+
+def profile_rollout(fn, tokens: int) -> None:
+    """Self time by operator of one call (weights already built), and the tok/s of that call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()  # build the fused weights for this model first: the profile is the decode itself
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - t0
+    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in rows)
+    print(f"profile of one fp32 satseq rollout, weights already built: {wall:.2f} s under the profiler "
+          f"({tokens / wall:.0f} tok/s)")
+    print("| operator | calls | self time | share |\n|---|---|---|---|")
+    for e in rows[:8]:
+        print(f"| {e.key} | {e.count} | {e.self_cpu_time_total / 1e6:.2f} s | {100 * e.self_cpu_time_total / total:.0f} % |")
 
 
 def _cast(model, dtype):

@@ -107,6 +107,12 @@ def test_one_pass_when_no_prompt_repeats_or_layers_checkpoint(tiny, monkeypatch)
     assert prefix_sharing.shares_prefixes(decoder, PROMPTS)
     assert not prefix_sharing.shares_prefixes(decoder, P)  # all distinct
     assert not prefix_sharing.shares_prefixes(decoder, [[], [], [1]])  # an empty prompt has no last position
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    windowed = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                            num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True,
+                                            sliding_window=4, max_window_layers=1))
+    assert not prefix_sharing.shares_prefixes(windowed.model, PROMPTS)  # its cache keeps only the window
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()  # transformers drops the cache in checkpointed layers: sharing would lose the prompt
     assert not prefix_sharing.shares_prefixes(decoder, PROMPTS)

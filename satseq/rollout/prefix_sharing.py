@@ -16,8 +16,8 @@ trainer's forward and backward (verl and TRL run every row's prompt; docs/perfor
 
 Equal to the one-pass forward up to floating-point order (tests/test_prefix_sharing.py: log-probs
 and gradients). Not used when a decoder layer checkpoints its activations in training mode
-(transformers then drops the cache, so the continuation would not see its prompt) or when no prompt
-repeats.
+(transformers then drops the cache, so the continuation would not see its prompt), with
+sliding-window layers, or when no prompt repeats.
 """
 from __future__ import annotations
 
@@ -38,11 +38,21 @@ def _checkpointing(decoder) -> bool:
     return any(getattr(m, "gradient_checkpointing", False) and m.training for m in decoder.modules())
 
 
+def _full_attention(decoder) -> bool:
+    """Every layer attends to the whole context (a sliding-window layer's cache keeps only the window)."""
+    cfg = getattr(decoder, "config", None)
+    types = getattr(cfg, "layer_types", None)
+    if types is not None:
+        return all(t == "full_attention" for t in types)
+    return getattr(cfg, "sliding_window", None) is None or getattr(cfg, "use_sliding_window", True) is False
+
+
 def shares_prefixes(decoder, prompts: list[list[int]]) -> bool:
     """Whether :func:`response_hidden` runs the prompts once each: some prompt repeats, every prompt
-    is non-empty, and no layer checkpoints with the cache switched off."""
+    is non-empty, every layer attends to the whole context, and no layer checkpoints with the cache
+    switched off."""
     return (len({tuple(p) for p in prompts}) < len(prompts) and all(prompts)
-            and not _checkpointing(decoder))
+            and _full_attention(decoder) and not _checkpointing(decoder))
 
 
 def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]], pad_id: int,
