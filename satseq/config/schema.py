@@ -132,7 +132,7 @@ class TrainerConfig(Section):
     grad_clip: float = Field(1.0, ge=0.0, description="max gradient norm (0 = no clipping)")
     release_memory: bool = Field(False, description="CPU, glibc: serve blocks >= 128 KiB from mmap so that freed activations go back to the OS (a SmolLM2 LoRA update peaked at 3.45 GB without, 1.4 GB with; satseq/utils/memory.py, docs/results.md)")
     autocast: Literal["off", "bfloat16"] = Field("off", description="run the trainer's decoder forward in bf16 (torch.autocast); parameters, optimizer state, the LM head and log-softmax stay fp32, and old/new log-probs come from the same forward (on-policy ratios exactly 1). Pays on GPUs and AMX CPUs; slower on CPUs without AMX (satseq/utils/precision.py)")
-    gradient_checkpointing: bool = Field(False, description="recompute decoder-layer activations in backward instead of storing them (less memory, ~1 extra forward per update; docs/results.md, update memory)")
+    gradient_checkpointing: bool = Field(False, description="recompute decoder-layer activations in backward instead of storing them (less memory, ~1 extra forward per update; docs/results.md, update memory). Grad passes then run every row's prompt: the shared-prefix forward needs the cache that transformers drops in checkpointed layers (docs/performance.md)")
     progress: bool = Field(True, description="show progress bars (only on a terminal)")
     export_pt: bool = Field(True, description="also write the seed's agent_k_stage_N.pt state dicts")
     tensorboard: bool = Field(True, description="log metrics to TensorBoard (if installed)")
