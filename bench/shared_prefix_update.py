@@ -4,7 +4,8 @@
     python bench/shared_prefix_update.py --mode full --rounds 5 --threads 1 --out /tmp/shared_prefix.json
 
 The batch of bench/vs_trl.py's SmolLM2 case: ``prompts`` distinct random prompts of ``--prompt`` tokens,
-``--group`` rows each, responses of ``--response`` tokens. One round times ``response_logprobs`` (the
+``--group`` rows each, responses of ``--response`` tokens; ``--tail N`` appends N random tokens to
+each row's prompt (rows then share only the prefix, like a relay's later turns). One round times ``response_logprobs`` (the
 trainer's log-prob pass, satseq/rollout/logprobs.py) and its backward, the one-pass layout (A) and
 the shared-prefix layout (B, satseq/rollout/prefix_sharing.py) interleaved A, B in one process; the
 ratio of medians is printed with the per-round times. Also checks that both give the same log-probs.
@@ -28,6 +29,8 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--prompt", type=int, default=70)
     ap.add_argument("--response", type=int, default=22)
+    ap.add_argument("--tail", type=int, default=0,
+                    help="tokens after the shared prompt that differ per row (a relay's earlier answers)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
@@ -50,10 +53,10 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     V = model.config.vocab_size
     distinct = [torch.randint(0, V, (a.prompt,), generator=g).tolist() for _ in range(a.prompts)]
-    prompts = [p for p in distinct for _ in range(a.group)]
+    prompts = [p + torch.randint(0, V, (a.tail,), generator=g).tolist() for p in distinct for _ in range(a.group)]
     responses = [torch.randint(0, V, (a.response,), generator=g).tolist() for _ in prompts]
     shares = lpmod.shares_prefixes
-    layouts = {"one-pass": lambda d, p: False, "shared-prefix": shares}
+    layouts = {"one-pass": lambda d, p, r: False, "shared-prefix": shares}
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in layouts}
     lps = {}
     for r in range(a.rounds):
@@ -71,12 +74,12 @@ def main() -> None:
     lpmod.shares_prefixes = prefix_sharing.shares_prefixes = shares
     gap = float((lps["one-pass"] - lps["shared-prefix"]).abs().max())
     med = {k: (statistics.median(x for x, _ in v), statistics.median(y for _, y in v)) for k, v in times.items()}
-    res = {"mode": a.mode, "rows": len(prompts), "distinct_prompts": a.prompts, "prompt_tokens": a.prompt,
+    res = {"mode": a.mode, "rows": len(prompts), "distinct_prompts": a.prompts, "prompt_tokens": a.prompt, "tail": a.tail,
            "response_tokens": a.response, "threads": a.threads, "rounds": a.rounds, "max_logprob_gap": gap,
            "median_s": med, "rounds_s": times,
            "ratio_forward": med["one-pass"][0] / med["shared-prefix"][0],
            "ratio_forward_backward": med["one-pass"][1] / med["shared-prefix"][1]}
-    print(f"\n{a.mode}, {len(prompts)} rows = {a.prompts} prompts x {a.group}, {a.prompt} + {a.response} tokens, "
+    print(f"\n{a.mode}, {len(prompts)} rows = {a.prompts} prompts x {a.group}, {a.prompt} + {a.tail} + {a.response} tokens, "
           f"{a.threads} thread(s), medians of {a.rounds}:")
     print("| layout | forward | forward + backward |\n|---|---|---|")
     for k, (f, fb) in med.items():

@@ -1,6 +1,7 @@
-"""The trainer's forward with each distinct prompt run once (satseq/rollout/prefix_sharing.py): the same
+"""The trainer's forward with shared prompt prefixes run once (satseq/rollout/prefix_sharing.py): the same
 log-probs and gradients as the one-pass forward over every row, on Qwen2 and Llama, full and LoRA,
-with fewer token-positions through the decoder; the one-pass layout whenever sharing would be wrong."""
+for repeated prompts and for prompts that share only a prefix (a relay's later turns), with fewer
+token-positions through the decoder; the one-pass layout whenever sharing would be wrong or pay little."""
 import copy
 
 import pytest
@@ -61,8 +62,9 @@ def test_shared_prefix_logprobs_and_gradients_equal_the_one_pass_forward(tiny, m
     model, tok = _model(tiny, arch, lora)
     seen = _decoder_tokens(model, monkeypatch)
     lp, mask = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id)
-    # 3 distinct prompts (width 9) once, then 8 rows × (R − 1) = 5 response positions
-    assert seen == [3 * 9, 8 * 5]
+    # 3 distinct prompts, each but its last token (width 8) once; then 8 rows × (1 last prompt token +
+    # R − 1 = 5 response tokens)
+    assert seen == [3 * 8, 8 * 6]
     ref = _one_pass(model, PROMPTS, RESPONSES, tok.pad_token_id)
     torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)
     assert mask.sum(1).tolist() == [len(r) for r in RESPONSES]
@@ -84,38 +86,74 @@ def test_full_logits_path_shares_prefixes_too(tiny, monkeypatch):
     with torch.no_grad():
         lp, mask, logits = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id, return_logits=True)
         ref = _one_pass(model, PROMPTS, RESPONSES, tok.pad_token_id)
-    assert seen[:2] == [3 * 9, 8 * 5]
+    assert seen[:2] == [3 * 8, 8 * 6]
     torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)
     assert logits.shape == (8, 6, model.config.vocab_size)
 
 
-def test_distinct_prompts_and_single_token_responses(tiny, monkeypatch):
-    assert prefix_sharing.distinct_prompts([[1, 2], [3], [1, 2], [3], [4]]) == ([[1, 2], [3], [4]], [0, 1, 0, 1, 2])
+def test_prefix_groups_share_the_most_positions():
+    groups = prefix_sharing.prefix_groups
+    prefixes, rows = groups([[1, 2, 3], [5, 6], [1, 2, 3], [5, 6]])
+    assert sorted(prefixes) == [[1, 2], [5]] and rows[0] == rows[2] != rows[1] == rows[3]
+    # a relay's later turns: the template and the problem, then different earlier answers
+    base = [9, 8, 7, 6, 5, 4]
+    prompts = [base + [20, 2], base + [21, 2], [3, 3, 3], base + [22, 23, 2]]
+    prefixes, rows = groups(prompts)
+    assert prefixes[rows[0]] == base and rows[0] == rows[1] == rows[3] != rows[2]
+    assert prefixes[rows[2]] == [3, 3]  # alone: everything but its last token
+    assert all(prompts[i][:len(prefixes[g])] == prefixes[g] and len(prefixes[g]) < len(prompts[i])
+               for i, g in enumerate(rows))
+    # a prefix never swallows a whole prompt, even one that is a prefix of another
+    prefixes, rows = groups([[1, 2], [1, 2, 3, 4], [1, 2, 3, 5]])
+    assert all(len(prefixes[g]) < len(p) for p, g in zip([[1, 2], [1, 2, 3, 4], [1, 2, 3, 5]], rows))
+
+
+@pytest.mark.parametrize("arch,lora", [("qwen2", False), ("llama", True)])
+def test_prompts_that_share_only_a_prefix(tiny, monkeypatch, arch, lora):
+    model, tok = _model(tiny, arch, lora)
+    base = [5, 9, 13, 4, 22, 7, 8, 30, 31, 2, 6, 11]  # a template + problem; then each row's earlier answer
+    prompts = [base + [14, 15, 3], base + [16, 3], base + [17, 18, 19, 3], base + [14, 15, 3]]
+    responses = [[20, 21, 22], [23], [24, 25], [26, 27, 28, 29]]
+    seen = _decoder_tokens(model, monkeypatch)
+    lp, mask = lpmod.response_logprobs(model, prompts, responses, tok.pad_token_id)
+    assert seen == [1 * 12, 4 * (4 + 3)]  # the shared 12 once; rests of ≤ 4 tokens + R − 1 = 3
+    ref = _one_pass(model, prompts, responses, tok.pad_token_id)
+    torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)
+    params = [p for p in model.parameters() if p.requires_grad]
+    g1 = torch.autograd.grad((lp * torch.arange(1, 5)).sum(), params, allow_unused=True)
+    g2 = torch.autograd.grad((ref * mask * torch.arange(1, 5)).sum(), params, allow_unused=True)
+    for a, b in zip(g1, g2):
+        if a is not None or b is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_single_token_responses(tiny, monkeypatch):
     model, tok = _model(tiny, "qwen2", False)
     responses = [[7]] * len(PROMPTS)  # R = 1: the prompts' last hidden states are all that is needed
     seen = _decoder_tokens(model, monkeypatch)
     with torch.no_grad():
         lp, _ = lpmod.response_logprobs(model, PROMPTS, responses, tok.pad_token_id)
         ref = _one_pass(model, PROMPTS, responses, tok.pad_token_id)
-    assert seen[0] == 3 * 9 and len(seen) == 2  # the prefix pass, then the reference's own forward
+    assert seen[0] == 3 * 8 and len(seen) == 3  # prefixes, the last prompt tokens, the reference's own forward
     torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)
 
 
 def test_one_pass_when_no_prompt_repeats_or_layers_checkpoint(tiny, monkeypatch):
     model, tok = _model(tiny, "qwen2", False)
     decoder, _ = lpmod._decoder_and_head(model)
-    assert prefix_sharing.shares_prefixes(decoder, PROMPTS)
-    assert not prefix_sharing.shares_prefixes(decoder, P)  # all distinct
-    assert not prefix_sharing.shares_prefixes(decoder, [[], [], [1]])  # an empty prompt has no last position
+    assert prefix_sharing.shares_prefixes(decoder, PROMPTS, RESPONSES)
+    assert not prefix_sharing.shares_prefixes(decoder, P, RESPONSES[:3])  # nothing shared
+    assert not prefix_sharing.shares_prefixes(decoder, [[1], [1], [1]], [[2]] * 3)  # a prompt needs 2 tokens
+    assert not prefix_sharing.shares_prefixes(decoder, [[1, 2, 3, 4], [1, 2, 3, 5]], [[6] * 30] * 2)  # saves < 20 %
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     windowed = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                             num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True,
                                             sliding_window=4, max_window_layers=1))
-    assert not prefix_sharing.shares_prefixes(windowed.model, PROMPTS)  # its cache keeps only the window
+    assert not prefix_sharing.shares_prefixes(windowed.model, PROMPTS, RESPONSES)  # its cache keeps only the window
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()  # transformers drops the cache in checkpointed layers: sharing would lose the prompt
-    assert not prefix_sharing.shares_prefixes(decoder, PROMPTS)
+    assert not prefix_sharing.shares_prefixes(decoder, PROMPTS, RESPONSES)
     seen = _decoder_tokens(model, monkeypatch)
     lp, _ = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id)
     assert seen == [8 * (9 + 6)]

@@ -22,7 +22,7 @@ def response_logits(model, prompts: list[list[int]], responses: list[list[int]],
     # only the R positions that predict a response token reach the LM head (the prompt's would be
     # [B, P, V] of logits thrown away: 80 % of them for a few-shot prompt)
     parts = _decoder_and_head(model)
-    if parts is not None and (precision.autocast_dtype() is not None or shares_prefixes(parts[0], prompts)):
+    if parts is not None and (precision.autocast_dtype() is not None or shares_prefixes(parts[0], prompts, responses)):
         decoder, head = parts  # the head in fp32 under autocast (utils/precision.py)
         hidden, r_mask = response_hidden(decoder, prompts, responses, pad_id, device)
         with full_precision(hidden.device):

@@ -1,37 +1,72 @@
-"""The decoder's hidden states that predict each response token, a prompt shared by several rows run once.
+"""The decoder's hidden states that predict each response token, a prompt prefix shared by several rows run once.
 
 A GRPO-style batch holds G samples of each prompt: ``B`` rows ``[prompt | response]`` but only
-``U = B / G`` distinct prompts. Causal attention makes a prompt's keys and values independent of what
-follows it, so for row ``i`` with prompt ``u(i)``::
+``B / G`` distinct prompts. Later turns of a multi-turn workflow repeat a longer prefix: a relay
+agent's prompt is the few-shot template and the problem, then the earlier agents' answers; a PAG
+revision prompt starts with the first turn's prompt. Causal attention makes a prefix's keys and
+values independent of what follows it, so for row ``i`` whose prompt starts with prefix ``c(i)``::
 
-    h_t(i) = decoder(y_t | x_u(i), y_<t)      with K, V of x_u(i) computed once per distinct prompt
+    h_t(i) = decoder(y_t | x_i, y_<t)      with K, V of the prefix x_c(i) computed once per group
 
-The prompts go through the decoder once (``U`` rows, ``use_cache``), their cache rows are gathered to
-the ``B`` rows (``index_select``: its backward sums the G rows' gradients into their prompt's), and the
-responses run as a continuation with the same positions and attention mask as the one-pass layout of
-:func:`satseq.rollout.padding.prompt_response_batch`. Token-positions through the decoder:
-``U·P + B·(R − 1)`` instead of ``B·(P + R)`` — with a 70-token few-shot prompt, 22-token answers and
-G = 4, 2.3× fewer. The same idea as the rollout engine's prefill de-duplication, applied to the
-trainer's forward and backward (verl and TRL run every row's prompt; docs/performance.md).
+The prefixes go through the decoder once (``U`` rows, ``use_cache``), their cache rows are gathered
+to the ``B`` rows (``index_select``: its backward sums the rows' gradients into their prefix's), and
+each row's rest of the prompt and its response run as a continuation with the same positions and
+attention mask as the one-pass layout of :func:`satseq.rollout.padding.prompt_response_batch`.
+Token-positions through the decoder: ``U·C + B·W`` (``C`` the longest prefix, ``W`` the longest rest +
+response) instead of ``B·(P + R)`` — with a 70-token few-shot prompt, 22-token answers and G = 4,
+2.3× fewer. The rows are grouped by :func:`prefix_groups` (the contiguous runs of the sorted prompts
+that share the most tokens). The same idea as the rollout engine's prefill de-duplication, applied
+to the trainer's forward and backward (verl and TRL run every row's whole prompt; docs/performance.md).
 
 Equal to the one-pass forward up to floating-point order (tests/test_prefix_sharing.py: log-probs
 and gradients). Not used when a decoder layer checkpoints its activations in training mode
-(transformers then drops the cache, so the continuation would not see its prompt), with
-sliding-window layers, or when no prompt repeats.
+(transformers then drops the cache, so the continuation would not see its prefix), with
+sliding-window layers, or when sharing would save under a fifth of the token-positions.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 
 from satseq.rollout.padding import left_pad, positions_from_mask, prompt_response_batch
 from satseq.utils.precision import trainer_autocast
 
+MIN_SAVING = 0.2  # share only when it removes at least this fraction of the token-positions
 
-def distinct_prompts(prompts: list[list[int]]) -> tuple[list[list[int]], list[int]]:
-    """The distinct prompts in first-seen order and, for each row, the index of its prompt."""
-    index: dict[tuple[int, ...], int] = {}
-    rows = [index.setdefault(tuple(p), len(index)) for p in prompts]
-    return [list(p) for p in index], rows
+
+def prefix_groups(prompts: list[list[int]]) -> tuple[list[list[int]], list[int]]:
+    """Group rows by a shared prompt prefix: the prefixes (each strictly shorter than every member's
+    prompt, so every row keeps at least its last prompt token) and, per row, its group.
+
+    Groups are contiguous runs of the prompts in sorted order (a run's common prefix is the common
+    prefix of its first and last prompt); the runs maximise ``Σ_g (n_g − 1) · |prefix_g|``, the
+    token-positions saved (dynamic programme over the sorted order, O(B²))."""
+    B = len(prompts)
+    order = sorted(range(B), key=lambda i: prompts[i])
+    adjacent = [len(os.path.commonprefix([prompts[a], prompts[b]])) for a, b in zip(order, order[1:])]
+    best = [0] * (B + 1)   # best[j]: the most positions saved by grouping the first j sorted rows
+    start = [0] * (B + 1)  # where the last group of that optimum starts
+    for j in range(1, B + 1):
+        shared, shortest = 1 << 30, 1 << 30
+        best[j], start[j] = best[j - 1], j - 1  # row j - 1 alone (it shares nothing)
+        for i in range(j - 2, -1, -1):  # the group order[i:j]
+            shared = min(shared, adjacent[i])
+            shortest = min(shortest, len(prompts[order[i]]), len(prompts[order[j - 1]]))
+            gain = best[i] + (j - i - 1) * min(shared, shortest - 1)
+            if gain > best[j]:
+                best[j], start[j] = gain, i
+    prefixes, rows, j = [], [0] * B, B
+    while j > 0:
+        i = start[j]
+        members = [order[k] for k in range(i, j)]
+        cut = min(len(os.path.commonprefix([prompts[order[i]], prompts[order[j - 1]]])),
+                  min(len(prompts[m]) for m in members) - 1) if j - i > 1 else len(prompts[order[i]]) - 1
+        for m in members:
+            rows[m] = len(prefixes)
+        prefixes.append(list(prompts[order[i]][:cut]))
+        j = i
+    return prefixes, rows
 
 
 def _checkpointing(decoder) -> bool:
@@ -47,19 +82,31 @@ def _full_attention(decoder) -> bool:
     return getattr(cfg, "sliding_window", None) is None or getattr(cfg, "use_sliding_window", True) is False
 
 
-def shares_prefixes(decoder, prompts: list[list[int]]) -> bool:
-    """Whether :func:`response_hidden` runs the prompts once each: some prompt repeats, every prompt
-    is non-empty, every layer attends to the whole context, and no layer checkpoints with the cache
-    switched off."""
-    return (len({tuple(p) for p in prompts}) < len(prompts) and all(prompts)
-            and _full_attention(decoder) and not _checkpointing(decoder))
+def _plan(prompts, responses):
+    """The grouping and its token-position counts: (prefixes, rows, shared count, one-pass count)."""
+    prefixes, rows = prefix_groups(prompts)
+    R = max((len(r) for r in responses), default=0)
+    rest = max(len(p) - len(prefixes[g]) for p, g in zip(prompts, rows))
+    shared = len(prefixes) * max(len(p) for p in prefixes) + len(prompts) * (rest + max(R - 1, 0))
+    return prefixes, rows, shared, len(prompts) * (max(len(p) for p in prompts) + R)
+
+
+def shares_prefixes(decoder, prompts: list[list[int]], responses: list[list[int]]) -> bool:
+    """Whether :func:`response_hidden` runs shared prefixes once: every prompt has ≥ 2 tokens, every
+    layer attends to the whole context, no layer checkpoints with the cache switched off, and the
+    grouping saves at least :data:`MIN_SAVING` of the token-positions."""
+    if len(prompts) < 2 or not all(len(p) >= 2 for p in prompts) or not _full_attention(decoder) \
+            or _checkpointing(decoder):
+        return False
+    _, _, shared, one_pass = _plan(prompts, responses)
+    return shared <= (1 - MIN_SAVING) * one_pass
 
 
 def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]], pad_id: int,
                     device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Hidden states ``[B, R, d]`` at the positions that predict each response token (position
-    ``t`` predicts ``y_t``), and the response mask ``[B, R]``; prompts shared when they repeat."""
-    if not shares_prefixes(decoder, prompts):
+    ``t`` predicts ``y_t``), and the response mask ``[B, R]``; prefixes shared when it pays."""
+    if not shares_prefixes(decoder, prompts, responses):
         ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
         ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
         R = r_mask.shape[1]
@@ -67,24 +114,36 @@ def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]
             hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
         return hidden[:, start - 1: start - 1 + R], r_mask.to(device)
 
-    distinct, rows = distinct_prompts(prompts)
-    p_ids, p_mask = left_pad(distinct, pad_id)
+    prefixes, rows = prefix_groups(prompts)
+    p_ids, p_mask = left_pad(prefixes, pad_id)
     p_ids, p_mask = p_ids.to(device), p_mask.to(device)
     with trainer_autocast(p_ids.device):
         out = decoder(input_ids=p_ids, attention_mask=p_mask, position_ids=positions_from_mask(p_mask),
                       use_cache=True)
     row_of = torch.tensor(rows, dtype=torch.long, device=p_ids.device)
-    last = out.last_hidden_state[:, -1].index_select(0, row_of)[:, None]  # predicts y_0
-    _, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
-    R = r_mask.shape[1]
-    if R <= 1:
-        return last[:, :R], r_mask.to(device)
     cache = out.past_key_values
     cache.reorder_cache(row_of)  # U → B rows: index_select, differentiable
-    r_ids = torch.tensor([r[:R - 1] + [pad_id] * (R - 1 - len(r[:R - 1])) for r in responses], dtype=torch.long)
-    mask, pos = mask.to(device), pos.to(device)
+
+    # the continuation: each row's rest of the prompt, then its response but the last token
+    B, R = len(prompts), max((len(r) for r in responses), default=0)
+    rests = [p[len(prefixes[g]):] for p, g in zip(prompts, rows)]
+    W = max(len(x) for x in rests) + max(R - 1, 0)
+    c_ids = torch.full((B, W), pad_id, dtype=torch.long)
+    c_mask = torch.zeros((B, W), dtype=torch.long)
+    r_mask = torch.zeros((B, R), dtype=torch.long)
+    for i, (rest, resp) in enumerate(zip(rests, responses)):
+        seq = rest + list(resp[:-1])
+        c_ids[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+        c_mask[i, :len(seq)] = 1
+        r_mask[i, :len(resp)] = 1
+    c_ids, c_mask = c_ids.to(device), c_mask.to(device)
+    mask = torch.cat([p_mask.index_select(0, row_of), c_mask], dim=1)
+    pos = positions_from_mask(mask)[:, p_mask.shape[1]:]
     with trainer_autocast(p_ids.device):
-        cont = decoder(input_ids=r_ids.to(device), attention_mask=mask[:, :start + R - 1],
-                       position_ids=pos[:, start:start + R - 1], past_key_values=cache,
+        cont = decoder(input_ids=c_ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
                        use_cache=True).last_hidden_state
-    return torch.cat([last, cont], dim=1), r_mask.to(device)
+    # y_t of row i is predicted at continuation position len(rest_i) − 1 + t
+    first = torch.tensor([len(x) - 1 for x in rests], dtype=torch.long, device=cont.device)
+    idx = (first[:, None] + torch.arange(R, device=cont.device)[None]).clamp(max=W - 1)
+    hidden = cont.gather(1, idx[..., None].expand(-1, -1, cont.shape[-1]))
+    return hidden, r_mask.to(device)
