@@ -144,7 +144,7 @@ def test_one_pass_when_no_prompt_repeats_or_layers_checkpoint(tiny, monkeypatch)
     assert prefix_sharing.shares_prefixes(decoder, PROMPTS, RESPONSES)
     assert not prefix_sharing.shares_prefixes(decoder, P, RESPONSES[:3])  # nothing shared
     assert not prefix_sharing.shares_prefixes(decoder, [[1], [1], [1]], [[2]] * 3)  # a prompt needs 2 tokens
-    assert not prefix_sharing.shares_prefixes(decoder, [[1, 2, 3, 4], [1, 2, 3, 5]], [[6] * 30] * 2)  # saves < 20 %
+    assert not prefix_sharing.shares_prefixes(decoder, [[1, 2, 3, 4], [1, 2, 3, 5]], [[6] * 30] * 2)  # saves < 10 %
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     windowed = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,

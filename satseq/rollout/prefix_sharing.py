@@ -21,7 +21,7 @@ to the trainer's forward and backward (verl and TRL run every row's whole prompt
 Equal to the one-pass forward up to floating-point order (tests/test_prefix_sharing.py: log-probs
 and gradients). Not used when a decoder layer checkpoints its activations in training mode
 (transformers then drops the cache, so the continuation would not see its prefix), with
-sliding-window layers, or when sharing would save under a fifth of the token-positions.
+sliding-window layers, or when sharing would save under a tenth of the token-positions.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import torch
 from satseq.rollout.padding import left_pad, positions_from_mask, prompt_response_batch
 from satseq.utils.precision import trainer_autocast
 
-MIN_SAVING = 0.2  # share only when it removes at least this fraction of the token-positions
+MIN_SAVING = 0.1  # share only when it removes at least this fraction of the token-positions
 
 
 def prefix_groups(prompts: list[list[int]]) -> tuple[list[list[int]], list[int]]:
