@@ -88,12 +88,31 @@ def last_logits_only(model, n: int = 1) -> dict:
 _KEEPS_LOGITS: dict[type, bool] = {}
 
 
+def pass_cache(model, cache) -> dict:
+    """The KV-cache keyword for ``model``'s forward: ``cache`` from transformers 5.24 on,
+    ``past_key_values`` before (deprecated in 5.24, removed in 5.40)."""
+    base = base_model_of(model)
+    key = type(base)
+    if key not in _CACHE_KWARG:
+        _CACHE_KWARG[key] = "cache" if "cache" in inspect.signature(key.forward).parameters else "past_key_values"
+    return {_CACHE_KWARG[key]: cache}
+
+
+def output_cache(out):
+    """The cache a forward returned (``out.cache`` from transformers 5.24 on, ``out.past_key_values`` before)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+_CACHE_KWARG: dict[type, str] = {}
+
+
 class _HFStepper:
     """Prefill and decode through the model's own forward with a ``DynamicCache`` (any architecture)."""
 
     def __init__(self, model, ids, mask, positions):
         self.model, self.mask, self.cache = model, mask, DynamicCache()
-        self._first = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
+        self._first = model(input_ids=ids, attention_mask=mask, position_ids=positions, **pass_cache(model, self.cache),
                             use_cache=True, **last_logits_only(model)).logits[:, -1, :]
 
     def first_logits(self):
@@ -102,7 +121,7 @@ class _HFStepper:
     def step(self, tokens, positions, live):
         self.mask = torch.cat([self.mask, live.long()[:, None]], dim=1)
         return self.model(input_ids=tokens[:, None], attention_mask=self.mask, position_ids=positions,
-                          past_key_values=self.cache, use_cache=True).logits[:, -1, :]
+                          **pass_cache(self.model, self.cache), use_cache=True).logits[:, -1, :]
 
 
 class HFEngine:

@@ -29,6 +29,7 @@ import os
 
 import torch
 
+from satseq.rollout.hf_engine import output_cache, pass_cache
 from satseq.rollout.padding import left_pad, positions_from_mask, prompt_response_batch
 from satseq.utils.precision import trainer_autocast
 
@@ -121,7 +122,7 @@ def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]
         out = decoder(input_ids=p_ids, attention_mask=p_mask, position_ids=positions_from_mask(p_mask),
                       use_cache=True)
     row_of = torch.tensor(rows, dtype=torch.long, device=p_ids.device)
-    cache = out.past_key_values
+    cache = output_cache(out)
     cache.reorder_cache(row_of)  # U → B rows: index_select, differentiable
 
     # the continuation: each row's rest of the prompt, then its response but the last token
@@ -140,7 +141,7 @@ def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]
     mask = torch.cat([p_mask.index_select(0, row_of), c_mask], dim=1)
     pos = positions_from_mask(mask)[:, p_mask.shape[1]:]
     with trainer_autocast(p_ids.device):
-        cont = decoder(input_ids=c_ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
+        cont = decoder(input_ids=c_ids, attention_mask=mask, position_ids=pos, **pass_cache(decoder, cache),
                        use_cache=True).last_hidden_state
     # y_t of row i is predicted at continuation position len(rest_i) − 1 + t
     first = torch.tensor([len(x) - 1 for x in rests], dtype=torch.long, device=cont.device)
