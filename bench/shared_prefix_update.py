@@ -55,13 +55,13 @@ def main() -> None:
     distinct = [torch.randint(0, V, (a.prompt,), generator=g).tolist() for _ in range(a.prompts)]
     prompts = [p + torch.randint(0, V, (a.tail,), generator=g).tolist() for p in distinct for _ in range(a.group)]
     responses = [torch.randint(0, V, (a.response,), generator=g).tolist() for _ in prompts]
-    shares = lpmod.shares_prefixes
-    layouts = {"one-pass": lambda d, p, r: False, "shared-prefix": shares}
+    plan = prefix_sharing.sharing_plan
+    layouts = {"one-pass": lambda d, p, r: None, "shared-prefix": plan}
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in layouts}
     lps = {}
     for r in range(a.rounds):
         for name, rule in layouts.items():
-            lpmod.shares_prefixes = prefix_sharing.shares_prefixes = rule
+            lpmod.sharing_plan = prefix_sharing.sharing_plan = rule
             t0 = time.perf_counter()
             lp, _ = lpmod.response_logprobs(m, prompts, responses, tok.pad_token_id)
             t1 = time.perf_counter()
@@ -71,7 +71,7 @@ def main() -> None:
             times[name].append((t1 - t0, t2 - t0))
             lps[name] = lp.detach()
             print(f"round {r} {name:>13}: forward {t1 - t0:6.2f} s  forward+backward {t2 - t0:6.2f} s", flush=True)
-    lpmod.shares_prefixes = prefix_sharing.shares_prefixes = shares
+    lpmod.sharing_plan = prefix_sharing.sharing_plan = plan
     gap = float((lps["one-pass"] - lps["shared-prefix"]).abs().max())
     med = {k: (statistics.median(x for x, _ in v), statistics.median(y for _, y in v)) for k, v in times.items()}
     res = {"mode": a.mode, "rows": len(prompts), "distinct_prompts": a.prompts, "prompt_tokens": a.prompt, "tail": a.tail,

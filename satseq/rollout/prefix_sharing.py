@@ -48,25 +48,22 @@ def prefix_groups(prompts: list[list[int]]) -> tuple[list[list[int]], list[int]]
     adjacent = [len(os.path.commonprefix([prompts[a], prompts[b]])) for a, b in zip(order, order[1:])]
     best = [0] * (B + 1)   # best[j]: the most positions saved by grouping the first j sorted rows
     start = [0] * (B + 1)  # where the last group of that optimum starts
+    cut = [0] * (B + 1)    # and the length of its shared prefix
     for j in range(1, B + 1):
-        shared, shortest = 1 << 30, 1 << 30
-        best[j], start[j] = best[j - 1], j - 1  # row j - 1 alone (it shares nothing)
+        shared, shortest = 1 << 30, len(prompts[order[j - 1]])
+        best[j], start[j], cut[j] = best[j - 1], j - 1, shortest - 1  # row j - 1 alone: all but its last token
         for i in range(j - 2, -1, -1):  # the group order[i:j]
             shared = min(shared, adjacent[i])
-            shortest = min(shortest, len(prompts[order[i]]), len(prompts[order[j - 1]]))
-            gain = best[i] + (j - i - 1) * min(shared, shortest - 1)
-            if gain > best[j]:
-                best[j], start[j] = gain, i
+            shortest = min(shortest, len(prompts[order[i]]))
+            c = min(shared, shortest - 1)
+            if best[i] + (j - i - 1) * c > best[j]:
+                best[j], start[j], cut[j] = best[i] + (j - i - 1) * c, i, c
     prefixes, rows, j = [], [0] * B, B
     while j > 0:
-        i = start[j]
-        members = [order[k] for k in range(i, j)]
-        cut = min(len(os.path.commonprefix([prompts[order[i]], prompts[order[j - 1]]])),
-                  min(len(prompts[m]) for m in members) - 1) if j - i > 1 else len(prompts[order[i]]) - 1
-        for m in members:
-            rows[m] = len(prefixes)
-        prefixes.append(list(prompts[order[i]][:cut]))
-        j = i
+        for k in range(start[j], j):
+            rows[order[k]] = len(prefixes)
+        prefixes.append(list(prompts[order[j - 1]][:cut[j]]))
+        j = start[j]
     return prefixes, rows
 
 
@@ -83,31 +80,38 @@ def _full_attention(decoder) -> bool:
     return getattr(cfg, "sliding_window", None) is None or getattr(cfg, "use_sliding_window", True) is False
 
 
-def _plan(prompts, responses):
-    """The grouping and its token-position counts: (prefixes, rows, shared count, one-pass count)."""
+def sharing_plan(decoder, prompts: list[list[int]], responses: list[list[int]]):
+    """``(prefixes, rows)`` of :func:`prefix_groups` when :func:`response_hidden` should share them, else
+    None: every prompt has ≥ 2 tokens, every layer attends to the whole context, no layer checkpoints
+    with the cache switched off, and the grouping saves at least :data:`MIN_SAVING` of the
+    token-positions (``U·C + B·W`` against ``B·(P + R)``, padding included)."""
+    if len(prompts) < 2 or not all(len(p) >= 2 for p in prompts) or not _full_attention(decoder) \
+            or _checkpointing(decoder):
+        return None
     prefixes, rows = prefix_groups(prompts)
     R = max((len(r) for r in responses), default=0)
     rest = max(len(p) - len(prefixes[g]) for p, g in zip(prompts, rows))
     shared = len(prefixes) * max(len(p) for p in prefixes) + len(prompts) * (rest + max(R - 1, 0))
-    return prefixes, rows, shared, len(prompts) * (max(len(p) for p in prompts) + R)
+    one_pass = len(prompts) * (max(len(p) for p in prompts) + R)
+    return (prefixes, rows) if shared <= (1 - MIN_SAVING) * one_pass else None
 
 
 def shares_prefixes(decoder, prompts: list[list[int]], responses: list[list[int]]) -> bool:
-    """Whether :func:`response_hidden` runs shared prefixes once: every prompt has ≥ 2 tokens, every
-    layer attends to the whole context, no layer checkpoints with the cache switched off, and the
-    grouping saves at least :data:`MIN_SAVING` of the token-positions."""
-    if len(prompts) < 2 or not all(len(p) >= 2 for p in prompts) or not _full_attention(decoder) \
-            or _checkpointing(decoder):
-        return False
-    _, _, shared, one_pass = _plan(prompts, responses)
-    return shared <= (1 - MIN_SAVING) * one_pass
+    """Whether :func:`response_hidden` runs shared prefixes once (:func:`sharing_plan`)."""
+    return sharing_plan(decoder, prompts, responses) is not None
+
+
+_PLAN = object()  # response_hidden's default: make the plan itself
 
 
 def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]], pad_id: int,
-                    device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+                    device="cpu", *, plan=_PLAN) -> tuple[torch.Tensor, torch.Tensor]:
     """Hidden states ``[B, R, d]`` at the positions that predict each response token (position
-    ``t`` predicts ``y_t``), and the response mask ``[B, R]``; prefixes shared when it pays."""
-    if not shares_prefixes(decoder, prompts, responses):
+    ``t`` predicts ``y_t``), and the response mask ``[B, R]``; prefixes shared when it pays. A caller
+    that already has :func:`sharing_plan`'s answer passes it as ``plan``."""
+    if plan is _PLAN:
+        plan = sharing_plan(decoder, prompts, responses)
+    if plan is None:
         ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
         ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
         R = r_mask.shape[1]
@@ -115,7 +119,7 @@ def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]
             hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
         return hidden[:, start - 1: start - 1 + R], r_mask.to(device)
 
-    prefixes, rows = prefix_groups(prompts)
+    prefixes, rows = plan
     p_ids, p_mask = left_pad(prefixes, pad_id)
     p_ids, p_mask = p_ids.to(device), p_mask.to(device)
     with trainer_autocast(p_ids.device):
