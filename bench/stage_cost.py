@@ -7,6 +7,8 @@ Interleaved in one run (GRPO, SAT-Seq, GRPO, SAT-Seq, ...), one thread each, eve
 ``satseq train`` process from the embedded warm start (built in OUT on first use, not timed; copy
 an existing ``embedded/`` into OUT to skip that). Stage 0 is dropped (warm-up); the figure is the
 ratio of the medians of ``time/stage`` and of the update time (``time/stage - time/rollout``).
+The last columns split off the quantile-KL checks (``time/kl_check_<agent>``, one forward of each
+updated agent over its turns, docs/sat_seq.md): what a stage costs besides them, against the GRPO step.
 No certificate batch (``sat_seq.certificate.prompts=0``): its cost is its own line in the docs.
 """
 from __future__ import annotations
@@ -48,20 +50,26 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args(argv)
     out = Path(args.out)
-    print("| prompts per stage | GRPO step | SAT-Seq stage (K = 3) | ratio | GRPO update | SAT-Seq updates | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    print("| prompts per stage | GRPO step | SAT-Seq stage (K = 3) | ratio | GRPO update | SAT-Seq updates | ratio "
+          "| SAT-Seq KL checks | stage less the checks | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for batch in args.batch:
         t = {m: [] for m in METHODS}
         u = {m: [] for m in METHODS}
+        kl = []
         for rep in range(args.repeats):
             for m in METHODS:  # interleaved: A, B, A, B
                 for row in run(m, batch, args.stages, out, f"r{rep}"):
                     t[m].append(row["time/stage"])
                     u[m].append(row["time/stage"] - row.get("time/rollout", 0.0))
+                    if m == "sat_seq":
+                        kl.append(sum(v for k, v in row.items() if k.startswith("time/kl_check_")))
         mt = {m: statistics.median(v) for m, v in t.items()}
         mu = {m: statistics.median(v) for m, v in u.items()}
+        less = statistics.median(s - k for s, k in zip(t["sat_seq"], kl))
         print(f"| {batch} × 4 | {mt['grpo']:.2f} s | {mt['sat_seq']:.2f} s | {mt['sat_seq'] / mt['grpo']:.2f}× | "
-              f"{mu['grpo']:.2f} s | {mu['sat_seq']:.2f} s | {mu['sat_seq'] / mu['grpo']:.2f}× |", flush=True)
+              f"{mu['grpo']:.2f} s | {mu['sat_seq']:.2f} s | {mu['sat_seq'] / mu['grpo']:.2f}× | "
+              f"{statistics.median(kl):.2f} s | {less:.2f} s | {less / mt['grpo']:.2f}× |", flush=True)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,24 @@ def test_chunked_logprobs_and_grads_equal_the_full_forward(tiny, monkeypatch, ch
 
 def test_logits_path_projects_only_response_predicting_positions(tiny, monkeypatch):
     model, tok = tiny
+    head_rows = []
+    head = model.get_output_embeddings()
+    monkeypatch.setattr(head, "forward", lambda x, real=head.forward: head_rows.append(x.shape[:-1]) or real(x))
+    with torch.no_grad():
+        lp, mask, logits = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id, temperature=0.7,
+                                                   return_logits=True)
+    monkeypatch.undo()
+    ref = _reference(model, tok.pad_token_id, 0.7)
+    assert head_rows == [(3, 6)]  # B × R positions reach the LM head, not the 9 + 6 of the widest row
+    torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)
+    assert logits.shape == (3, 6, model.config.vocab_size)
+
+
+def test_logits_path_of_other_architectures_keeps_only_r_plus_one_positions(tiny, monkeypatch):
+    """A head that is not a plain projection (soft-capping, logit scale): the model's own forward with
+    ``logits_to_keep = R + 1``."""
+    model, tok = tiny
+    monkeypatch.setattr(lpmod, "_decoder_and_head", lambda m: None)
     seen = []
     real = lpmod.last_logits_only
     monkeypatch.setattr(lpmod, "last_logits_only", lambda m, n=1: seen.append(n) or real(m, n))

@@ -116,7 +116,7 @@ def test_prompts_that_share_only_a_prefix(tiny, monkeypatch, arch, lora):
     responses = [[20, 21, 22], [23], [24, 25], [26, 27, 28, 29]]
     seen = _decoder_tokens(model, monkeypatch)
     lp, mask = lpmod.response_logprobs(model, prompts, responses, tok.pad_token_id)
-    assert seen == [1 * 12, 4 * (4 + 3)]  # the shared 12 once; rests of ≤ 4 tokens + R − 1 = 3
+    assert seen == [1 * 12, 4 * (3 + 3)]  # the shared 12 once; then the widest rest + response − 1 (row 3: 3 + 3)
     ref = _one_pass(model, prompts, responses, tok.pad_token_id)
     torch.testing.assert_close(lp, ref, rtol=0, atol=1e-5)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -156,6 +156,6 @@ def test_one_pass_when_no_prompt_repeats_or_layers_checkpoint(tiny, monkeypatch)
     assert not prefix_sharing.shares_prefixes(decoder, PROMPTS, RESPONSES)
     seen = _decoder_tokens(model, monkeypatch)
     lp, _ = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id)
-    assert seen == [8 * (9 + 6)]
+    assert seen == [8 * (9 + 2)]  # one layout, as wide as the longest prompt + response − 1 (row 4)
     model.eval()
     torch.testing.assert_close(lp, _one_pass(model, PROMPTS, RESPONSES, tok.pad_token_id), rtol=0, atol=1e-5)

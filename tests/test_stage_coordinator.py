@@ -111,6 +111,9 @@ def test_accepted_stage_moves_each_agent_and_truncates_is_weights(tiny):
     assert not any(k.startswith("certificate/") for k in m)  # no certificate batch configured here
     # π_cur sampled these turns (fp32 engine): the engine's log-probs match the trainer's
     assert all(0.0 <= m[f"{a}/logprob_gap"] <= 1e-5 for a in AGENTS)
+    # the KL check's forward is timed on its own, inside the agent's update
+    assert all(0.0 < m[f"time/kl_check_{a}"] < m[f"time/update_{a}"] for a in AGENTS)
+    assert not any(k.endswith("/time_kl_check") for k in m)
 
 
 def test_frozen_agent_is_never_updated(tiny):

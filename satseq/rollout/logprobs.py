@@ -11,8 +11,7 @@ import torch
 
 from satseq.rollout.hf_engine import base_model_of, last_logits_only
 from satseq.rollout.padding import prompt_response_batch
-from satseq.rollout.prefix_sharing import response_hidden, sharing_plan
-from satseq.utils import precision
+from satseq.rollout.prefix_sharing import response_hidden
 from satseq.utils.precision import full_precision, trainer_autocast
 
 
@@ -22,10 +21,9 @@ def response_logits(model, prompts: list[list[int]], responses: list[list[int]],
     # only the R positions that predict a response token reach the LM head (the prompt's would be
     # [B, P, V] of logits thrown away: 80 % of them for a few-shot prompt)
     parts = _decoder_and_head(model)
-    plan = sharing_plan(parts[0], prompts, responses) if parts is not None else None
-    if parts is not None and (precision.autocast_dtype() is not None or plan is not None):
+    if parts is not None:
         decoder, head = parts  # the head in fp32 under autocast (utils/precision.py)
-        hidden, r_mask = response_hidden(decoder, prompts, responses, pad_id, device, plan=plan)
+        hidden, r_mask = response_hidden(decoder, prompts, responses, pad_id, device)
         with full_precision(hidden.device):
             return head(hidden.float()), r_mask
     ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)

@@ -10,11 +10,13 @@ values independent of what follows it, so for row ``i`` whose prompt starts with
 
 The prefixes go through the decoder once (``U`` rows, ``use_cache``), their cache rows are gathered
 to the ``B`` rows (``index_select``: its backward sums the rows' gradients into their prefix's), and
-each row's rest of the prompt and its response run as a continuation with the same positions and
-attention mask as the one-pass layout of :func:`satseq.rollout.padding.prompt_response_batch`.
+each row's rest of the prompt and its response (but its last token) run as a right-padded
+continuation, positions counted from each row's first real token as in generation
+(:func:`satseq.rollout.padding.positions_from_mask`). Without shared prefixes each whole row is such a
+continuation of nothing. Rows of similar length run together (:mod:`satseq.rollout.length_buckets`).
 Token-positions through the decoder: ``U·C + B·W`` (``C`` the longest prefix, ``W`` the longest rest +
-response) instead of ``B·(P + R)`` — with a 70-token few-shot prompt, 22-token answers and G = 4,
-2.3× fewer. The rows are grouped by :func:`prefix_groups` (the contiguous runs of the sorted prompts
+response, less with buckets) instead of ``B·(P + R)`` — with a 70-token few-shot prompt, 22-token
+answers and G = 4, 2.3× fewer. The rows are grouped by :func:`prefix_groups` (the contiguous runs of the sorted prompts
 that share the most tokens). The same idea as the rollout engine's prefill de-duplication, applied
 to the trainer's forward and backward (verl and TRL run every row's whole prompt; docs/performance.md).
 
@@ -30,7 +32,8 @@ import os
 import torch
 
 from satseq.rollout.hf_engine import output_cache, pass_cache
-from satseq.rollout.padding import left_pad, positions_from_mask, prompt_response_batch
+from satseq.rollout.length_buckets import call_cost, length_buckets
+from satseq.rollout.padding import left_pad, positions_from_mask
 from satseq.utils.precision import trainer_autocast
 
 MIN_SAVING = 0.1  # share only when it removes at least this fraction of the token-positions
@@ -84,15 +87,15 @@ def sharing_plan(decoder, prompts: list[list[int]], responses: list[list[int]]):
     """``(prefixes, rows)`` of :func:`prefix_groups` when :func:`response_hidden` should share them, else
     None: every prompt has ≥ 2 tokens, every layer attends to the whole context, no layer checkpoints
     with the cache switched off, and the grouping saves at least :data:`MIN_SAVING` of the
-    token-positions (``U·C + B·W`` against ``B·(P + R)``, padding included)."""
+    token-positions (``U·C + B·W`` against ``B·L``, padding included; before length buckets)."""
     if len(prompts) < 2 or not all(len(p) >= 2 for p in prompts) or not _full_attention(decoder) \
             or _checkpointing(decoder):
         return None
     prefixes, rows = prefix_groups(prompts)
-    R = max((len(r) for r in responses), default=0)
-    rest = max(len(p) - len(prefixes[g]) for p, g in zip(prompts, rows))
-    shared = len(prefixes) * max(len(p) for p in prefixes) + len(prompts) * (rest + max(R - 1, 0))
-    one_pass = len(prompts) * (max(len(p) for p in prompts) + R)
+    fed = [max(len(r) - 1, 0) for r in responses]  # a row's response but its last token
+    shared = len(prefixes) * max(len(p) for p in prefixes) + \
+        len(prompts) * max(len(p) - len(prefixes[g]) + f for p, g, f in zip(prompts, rows, fed))
+    one_pass = len(prompts) * max(len(p) + f for p, f in zip(prompts, fed))
     return (prefixes, rows) if shared <= (1 - MIN_SAVING) * one_pass else None
 
 
@@ -107,48 +110,74 @@ _PLAN = object()  # response_hidden's default: make the plan itself
 def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]], pad_id: int,
                     device="cpu", *, plan=_PLAN) -> tuple[torch.Tensor, torch.Tensor]:
     """Hidden states ``[B, R, d]`` at the positions that predict each response token (position
-    ``t`` predicts ``y_t``), and the response mask ``[B, R]``; prefixes shared when it pays. A caller
-    that already has :func:`sharing_plan`'s answer passes it as ``plan``."""
+    ``t`` predicts ``y_t``; meaningless where the mask is 0), and the response mask ``[B, R]``; prefixes
+    shared when it pays, rows of similar length run together
+    (:func:`satseq.rollout.length_buckets.length_buckets`). A caller that already has
+    :func:`sharing_plan`'s answer passes it as ``plan``."""
     if plan is _PLAN:
         plan = sharing_plan(decoder, prompts, responses)
-    if plan is None:
-        ids, mask, pos, start, r_mask = prompt_response_batch(prompts, responses, pad_id)
-        ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-        R = r_mask.shape[1]
-        with trainer_autocast(ids.device):
-            hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
-        return hidden[:, start - 1: start - 1 + R], r_mask.to(device)
-
-    prefixes, rows = plan
-    p_ids, p_mask = left_pad(prefixes, pad_id)
-    p_ids, p_mask = p_ids.to(device), p_mask.to(device)
-    with trainer_autocast(p_ids.device):
-        out = decoder(input_ids=p_ids, attention_mask=p_mask, position_ids=positions_from_mask(p_mask),
-                      use_cache=True)
-    row_of = torch.tensor(rows, dtype=torch.long, device=p_ids.device)
-    cache = output_cache(out)
-    cache.reorder_cache(row_of)  # U → B rows: index_select, differentiable
-
-    # the continuation: each row's rest of the prompt, then its response but the last token
     B, R = len(prompts), max((len(r) for r in responses), default=0)
-    rests = [p[len(prefixes[g]):] for p, g in zip(prompts, rows)]
-    W = max(len(x) for x in rests) + max(R - 1, 0)
-    c_ids = torch.full((B, W), pad_id, dtype=torch.long)
-    c_mask = torch.zeros((B, W), dtype=torch.long)
     r_mask = torch.zeros((B, R), dtype=torch.long)
+    for i, resp in enumerate(responses):
+        r_mask[i, :len(resp)] = 1
+    if plan is None:  # every row whole: a continuation of nothing
+        kv, p_mask, rows, rests = None, None, [0] * B, prompts
+    else:
+        prefixes, rows = plan
+        p_ids, p_mask = left_pad(prefixes, pad_id)
+        p_ids, p_mask = p_ids.to(device), p_mask.to(device)
+        with trainer_autocast(p_ids.device):
+            out = decoder(input_ids=p_ids, attention_mask=p_mask, position_ids=positions_from_mask(p_mask),
+                          use_cache=True)
+        kv = _layers_kv(output_cache(out))
+        rests = [p[len(prefixes[g]):] for p, g in zip(prompts, rows)]
+    buckets = length_buckets([len(x) + max(len(r) - 1, 0) for x, r in zip(rests, responses)], call_cost(device))
+    parts = [_continuation_hidden(decoder, kv, p_mask, torch.tensor([rows[i] for i in b], dtype=torch.long),
+                                  [rests[i] for i in b], [responses[i] for i in b], pad_id, device)
+             for b in buckets]
+    order = [i for b in buckets for i in b]
+    hidden = torch.cat([torch.nn.functional.pad(h, (0, 0, 0, R - h.shape[1])) for h in parts], dim=0)
+    if order != list(range(B)):
+        hidden = hidden.index_select(0, torch.argsort(torch.tensor(order, device=hidden.device)))
+    return hidden, r_mask.to(device)
+
+
+def _layers_kv(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer (keys, values) of a ``DynamicCache`` (transformers ≥ 4.56: ``layers``; before: lists)."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))
+
+
+def _continuation_hidden(decoder, kv, p_mask, row_of, rests, responses, pad_id, device) -> torch.Tensor:
+    """``[b, R_b, d]``: each row's rest of the prompt, then its response but the last token, right-padded,
+    after its prefix (rows ``row_of`` of the prefixes' keys and values ``kv``, gathered by
+    ``index_select``: its backward sums the rows' gradients into their prefix's). ``kv = None``: no
+    prefix, the rests are the whole prompts."""
+    b, R = len(rests), max((len(r) for r in responses), default=0)
+    W = max(len(x) + max(len(r) - 1, 0) for x, r in zip(rests, responses))
+    c_ids = torch.full((b, W), pad_id, dtype=torch.long)
+    c_mask = torch.zeros((b, W), dtype=torch.long)
     for i, (rest, resp) in enumerate(zip(rests, responses)):
         seq = rest + list(resp[:-1])
         c_ids[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
         c_mask[i, :len(seq)] = 1
-        r_mask[i, :len(resp)] = 1
     c_ids, c_mask = c_ids.to(device), c_mask.to(device)
-    mask = torch.cat([p_mask.index_select(0, row_of), c_mask], dim=1)
-    pos = positions_from_mask(mask)[:, p_mask.shape[1]:]
-    with trainer_autocast(p_ids.device):
-        cont = decoder(input_ids=c_ids, attention_mask=mask, position_ids=pos, **pass_cache(decoder, cache),
-                       use_cache=True).last_hidden_state
+    if kv is None:
+        mask, cached = c_mask, {}
+    else:
+        from transformers import DynamicCache
+
+        row_of = row_of.to(p_mask.device)
+        cache = DynamicCache()
+        for layer, (k, v) in enumerate(kv):
+            cache.update(k.index_select(0, row_of), v.index_select(0, row_of), layer)
+        mask, cached = torch.cat([p_mask.index_select(0, row_of), c_mask], dim=1), pass_cache(decoder, cache)
+    pos = positions_from_mask(mask)[:, mask.shape[1] - W:]
+    with trainer_autocast(c_ids.device):
+        cont = decoder(input_ids=c_ids, attention_mask=mask, position_ids=pos, use_cache=kv is not None,
+                       **cached).last_hidden_state
     # y_t of row i is predicted at continuation position len(rest_i) − 1 + t
     first = torch.tensor([len(x) - 1 for x in rests], dtype=torch.long, device=cont.device)
     idx = (first[:, None] + torch.arange(R, device=cont.device)[None]).clamp(max=W - 1)
-    hidden = cont.gather(1, idx[..., None].expand(-1, -1, cont.shape[-1]))
-    return hidden, r_mask.to(device)
+    return cont.gather(1, idx[..., None].expand(-1, -1, cont.shape[-1]))

@@ -92,6 +92,7 @@ class StageCoordinator:
             batch = turns_of(episodes, name, adv.normalized)
             t0 = time.perf_counter()
             res, seq_lr, m = self._update_agent(name, batch, c[batch.episode])
+            metrics[f"time/kl_check_{name}"] = m.pop("time_kl_check")  # part of time/update_<agent>
             metrics.update({f"{name}/{key}": v for key, v in m.items()})
             metrics[f"time/update_{name}"] = time.perf_counter() - t0
             updated_log_ratios.append(episode_log_ratio(seq_lr, batch.episode, E))
@@ -145,10 +146,11 @@ class StageCoordinator:
                                                         self.cfg.trainer.grad_clip))
                     stats["clipfrac"].append(float(lm["clipfrac"]))
 
-        last: dict = {}
+        last: dict = {"seconds": 0.0}
 
         def measure_kl() -> torch.Tensor:
             """Per-state KL(π_new ‖ π_cur) at agent i's visited states; keeps π_new's log-probs."""
+            t0 = time.perf_counter()
             if self.cfg.algorithm.kl_ctrl.estimator == "exact":
                 new_lp, _, new_dist = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature,
                                                      device=self.device, need_logits=True)
@@ -157,6 +159,7 @@ class StageCoordinator:
                 new_lp, _ = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature, device=self.device)
                 per_state = kl_penalty(new_lp, cur["lp"], self.cfg.algorithm.kl_ctrl.estimator)
             last["new_lp"] = new_lp
+            last["seconds"] += time.perf_counter() - t0
             return per_state[cur["mask"].bool()]
 
         res = self.controller.run(self.pool.parameters(name), opt, self.betas[name], propose, measure_kl)
@@ -170,6 +173,7 @@ class StageCoordinator:
             "clipfrac": mean(stats["clipfrac"]), "loss": mean(stats["loss"]),
             # π_cur is the policy that sampled these turns: the gap is the engine's (precision, kernels)
             "logprob_gap": behaviour_gap(cur["lp"], cur["mask"], batch.behaviour_logprobs),
+            "time_kl_check": last["seconds"],  # every check's forward, retries included
         }
 
     # ------------------------------------------------------------------ resume
