@@ -124,11 +124,15 @@ def _collectives(rank: int, port: int, errors) -> None:
 
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-        # 3 rows of ragged width, strided: rank 0 owns rows 0 and 2, rank 1 row 1; 1 row: rank 1 owns none
+        # 3 rows of ragged width, by prompt key: rank 0 owns rows 0 and 2 (key "a"), rank 1 row 1; 1 row:
+        # rank 1 owns none
+        keys = [[1, 5], [2, 0], [1, 5]]
+        assert ddp.owned_rows(3) == [[0, 1], [2]][rank]  # no keys: contiguous blocks in batch order
+        assert ddp.rank_rows(5, [[3], [1], [2], [1], [3]]) == [[1, 3, 2], [0, 4]]  # equal prompts together
         full = torch.arange(3 * 4, dtype=torch.float32).reshape(3, 4)
-        assert ddp.owned_rows(3) == [[0, 2], [1]][rank]
+        assert ddp.owned_rows(3, keys) == [[0, 2], [1]][rank]
         local = full[1:2, :2] if rank == 1 else torch.stack([full[0], torch.nn.functional.pad(full[2, :3], (0, 1))])
-        got = ddp.gather_rows(local, 3)
+        got = ddp.gather_rows(local, 3, keys)
         want = full.clone()
         want[1, 2:] = 0
         want[2, 3:] = 0
@@ -139,8 +143,8 @@ def _collectives(rank: int, port: int, errors) -> None:
         w = torch.nn.Parameter(torch.tensor([0.5, -1.0, 2.0]))
         unused = torch.nn.Parameter(torch.ones(2))
         x = torch.tensor([[1.0, 2.0, 3.0], [0.0, 1.0, -1.0], [2.0, 0.5, 1.0]])
-        rows = x[ddp.owned_rows(3)] * w
-        loss = (ddp.share_rows(rows, 3).sum(dim=1) ** 2).mean()
+        rows = x[ddp.owned_rows(3, keys)] * w
+        loss = (ddp.share_rows(rows, 3, keys).sum(dim=1) ** 2).mean()
         loss.backward()
         ddp.all_reduce_grads([w, unused])
         ref_w = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)

@@ -6,8 +6,9 @@ and the results are exchanged with torch.distributed collectives (Gloo on CPU, N
 
 * rollouts — the stage's problems in contiguous blocks, one per rank, their episodes all-gathered
   (:mod:`satseq.scale.ddp_rollout`);
-* the trainer's forward passes — the rows of every turn batch strided over the ranks
-  (:func:`owned_rows`); the per-token results are all-gathered into the full batch, a rank's own rows
+* the trainer's forward passes — the rows of every turn batch, ordered by prompt, in contiguous
+  blocks over the ranks (:func:`owned_rows`: a group's rows stay on one rank, which runs their
+  shared prompt once); the per-token results are all-gathered into the full batch, a rank's own rows
   kept live (:func:`share_rows`), so the loss of the full batch is computed identically everywhere
   while each rank's backward reaches the parameters only through its own rows;
 * gradients — summed over ranks (:func:`all_reduce_grads`) before clipping and the optimizer step;
@@ -192,16 +193,30 @@ def shard_bounds(n: int) -> tuple[int, int]:
     return lo, lo + base + (1 if r < extra else 0)
 
 
-def owned_rows(n: int) -> list[int]:
-    """The rows of an ``n``-row batch this rank computes: ``rank, rank + W, …`` (a shuffled
-    mini-batch's rows are spread evenly)."""
-    return list(range(rank(), n, world_size())) if is_distributed() else list(range(n))
+def rank_rows(n: int, keys: list | None = None) -> list[list[int]]:
+    """Every rank's rows of an ``n``-row batch: the rows in the order of ``keys`` (a row's prompt: rows
+    that share a prompt prefix then sit on one rank, where the trainer's forward runs it once,
+    :mod:`satseq.rollout.prefix_sharing`), or in batch order without keys, cut into contiguous blocks
+    whose sizes differ by at most one."""
+    order = sorted(range(n), key=lambda i: keys[i]) if keys is not None else list(range(n))
+    w, blocks, lo = world_size(), [], 0
+    base, extra = divmod(n, w)
+    for r in range(w):
+        hi = lo + base + (1 if r < extra else 0)
+        blocks.append(order[lo:hi])
+        lo = hi
+    return blocks
 
 
-def gather_rows(local: torch.Tensor, n: int) -> torch.Tensor:
-    """The full ``[n, …]`` tensor from every rank's :func:`owned_rows` block ``local`` ``[k_r, …]``;
-    trailing dimensions that differ between ranks (the response width) are zero-padded to the largest,
-    as :func:`satseq.update.batch.batch_logprobs` pads its chunks."""
+def owned_rows(n: int, keys: list | None = None) -> list[int]:
+    """The rows of an ``n``-row batch this rank computes (:func:`rank_rows`)."""
+    return rank_rows(n, keys)[rank()] if is_distributed() else list(range(n))
+
+
+def gather_rows(local: torch.Tensor, n: int, keys: list | None = None) -> torch.Tensor:
+    """The full ``[n, …]`` tensor from every rank's :func:`owned_rows` ``local`` ``[k_r, …]`` (the same
+    ``keys`` on every rank); trailing dimensions that differ between ranks (the response width) are
+    zero-padded to the largest, as :func:`satseq.update.batch.batch_logprobs` pads its chunks."""
     if not is_distributed():
         return local
     w = world_size()
@@ -212,18 +227,19 @@ def gather_rows(local: torch.Tensor, n: int) -> torch.Tensor:
     bufs = [local.new_zeros(big) for _ in range(w)]
     dist.all_gather(bufs, _pad_to(local, big))
     out = local.new_zeros([n, *big[1:]])
-    for r, (buf, s) in enumerate(zip(bufs, shapes)):
-        out[r::w] = buf[: int(s[0])]
+    for rows, buf, s in zip(rank_rows(n, keys), bufs, shapes):
+        if rows:
+            out[torch.tensor(rows, dtype=torch.long, device=out.device)] = buf[: int(s[0])]
     return out
 
 
-def share_rows(local: torch.Tensor, n: int) -> torch.Tensor:
+def share_rows(local: torch.Tensor, n: int, keys: list | None = None) -> torch.Tensor:
     """:func:`gather_rows`, with this rank's own rows left connected to its autograd graph when
     ``local`` requires grad (the other ranks' rows are constants here)."""
     if not is_distributed() or not local.requires_grad:
-        return gather_rows(local.detach() if is_distributed() else local, n)
-    full = gather_rows(local.detach(), n)
-    own = torch.arange(rank(), n, world_size(), device=local.device)
+        return gather_rows(local.detach() if is_distributed() else local, n, keys)
+    full = gather_rows(local.detach(), n, keys)
+    own = torch.tensor(owned_rows(n, keys), dtype=torch.long, device=local.device)
     return full.index_put((own,), _pad_to(local, [len(own), *full.shape[1:]]))
 
 

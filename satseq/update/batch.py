@@ -59,14 +59,15 @@ def batch_logprobs(model, batch: TurnBatch, pad_id: int, *, temperature: float, 
     gets the whole batch back, its own rows still carrying their graph when ``grad``; every rank must
     call it on the same batch."""
     if ddp.is_distributed():
-        own = batch.select(torch.tensor(ddp.owned_rows(len(batch)), dtype=torch.long))
+        keys = batch.prompts  # a group's rows on one rank: their prompt runs once there
+        own = batch.select(torch.tensor(ddp.owned_rows(len(batch), keys), dtype=torch.long))
         if len(own):
             out = _batch_logprobs(model, own, pad_id, temperature=temperature, device=device, chunk=chunk,
                                   need_logits=need_logits, grad=grad)
         else:  # fewer rows than ranks: this rank has none (the shapes only need the right rank and dtype)
             out = (torch.zeros((0, 0), device=device), torch.zeros((0, 0), dtype=torch.long, device=device),
                    torch.zeros((0, 0, 0), device=device))[: 3 if need_logits else 2]
-        return tuple(ddp.share_rows(x, len(batch)) for x in out)
+        return tuple(ddp.share_rows(x, len(batch), keys) for x in out)
     return _batch_logprobs(model, batch, pad_id, temperature=temperature, device=device, chunk=chunk,
                            need_logits=need_logits, grad=grad)
 
