@@ -1,9 +1,11 @@
 """The trainer's forward pass: per-token log-probs (and optionally logits) of given responses.
 
-``log π(y_t | x, y_<t) = log_softmax(logits_t / T)[y_t]`` on the exact layout generation used
-(:func:`satseq.rollout.padding.prompt_response_batch`), so recomputed and behaviour log-probs agree
-up to floating-point noise. On plain-head architectures the decoder's hidden states come from
-:func:`satseq.rollout.prefix_sharing.response_hidden` (a prompt shared by G rows runs once).
+``log π(y_t | x, y_<t) = log_softmax(logits_t / T)[y_t]`` with every real token at the position
+generation gave it (:mod:`satseq.rollout.padding`), so recomputed and behaviour log-probs agree up
+to floating-point noise. On plain-head architectures the decoder's hidden states come from
+:func:`satseq.rollout.prefix_sharing.response_hidden` (a prompt shared by G rows runs once; rows of
+similar length run together); other architectures run the model's own forward on
+:func:`satseq.rollout.padding.prompt_response_batch`'s layout.
 """
 from __future__ import annotations
 
