@@ -71,7 +71,7 @@ def main() -> None:
     lps = {}
     for r in range(a.rounds):
         for name, (rule, bucket_cost) in layouts.items():
-            lpmod.sharing_plan = prefix_sharing.sharing_plan = rule
+            prefix_sharing.sharing_plan = rule
             length_buckets.CALL_COST["cpu"] = bucket_cost
             t0 = time.perf_counter()
             lp, _ = lpmod.response_logprobs(m, prompts, responses, tok.pad_token_id)
@@ -82,7 +82,7 @@ def main() -> None:
             times[name].append((t1 - t0, t2 - t0))
             lps[name] = lp.detach()
             print(f"round {r} {name:>14}: forward {t1 - t0:6.2f} s  forward+backward {t2 - t0:6.2f} s", flush=True)
-    lpmod.sharing_plan = prefix_sharing.sharing_plan = plan
+    prefix_sharing.sharing_plan = plan
     length_buckets.CALL_COST["cpu"] = cost
     gap = max(float((lps["one-pass"] - lps[k]).abs().max()) for k in layouts)
     med = {k: (statistics.median(x for x, _ in v), statistics.median(y for _, y in v)) for k, v in times.items()}

@@ -141,19 +141,19 @@ def test_single_token_responses(tiny, monkeypatch):
 def test_one_pass_when_no_prompt_repeats_or_layers_checkpoint(tiny, monkeypatch):
     model, tok = _model(tiny, "qwen2", False)
     decoder, _ = lpmod._decoder_and_head(model)
-    assert prefix_sharing.shares_prefixes(decoder, PROMPTS, RESPONSES)
-    assert not prefix_sharing.shares_prefixes(decoder, P, RESPONSES[:3])  # nothing shared
-    assert not prefix_sharing.shares_prefixes(decoder, [[1], [1], [1]], [[2]] * 3)  # a prompt needs 2 tokens
-    assert not prefix_sharing.shares_prefixes(decoder, [[1, 2, 3, 4], [1, 2, 3, 5]], [[6] * 30] * 2)  # saves < 10 %
+    assert prefix_sharing.sharing_plan(decoder, PROMPTS, RESPONSES)
+    assert not prefix_sharing.sharing_plan(decoder, P, RESPONSES[:3])  # nothing shared
+    assert not prefix_sharing.sharing_plan(decoder, [[1], [1], [1]], [[2]] * 3)  # a prompt needs 2 tokens
+    assert not prefix_sharing.sharing_plan(decoder, [[1, 2, 3, 4], [1, 2, 3, 5]], [[6] * 30] * 2)  # saves < 10 %
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     windowed = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                             num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True,
                                             sliding_window=4, max_window_layers=1))
-    assert not prefix_sharing.shares_prefixes(windowed.model, PROMPTS, RESPONSES)  # its cache keeps only the window
+    assert not prefix_sharing.sharing_plan(windowed.model, PROMPTS, RESPONSES)  # its cache keeps only the window
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()  # transformers drops the cache in checkpointed layers: sharing would lose the prompt
-    assert not prefix_sharing.shares_prefixes(decoder, PROMPTS, RESPONSES)
+    assert not prefix_sharing.sharing_plan(decoder, PROMPTS, RESPONSES)
     seen = _decoder_tokens(model, monkeypatch)
     lp, _ = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id)
     assert seen == [8 * (9 + 2)]  # one layout, as wide as the longest prompt + response − 1 (row 4)

@@ -104,6 +104,13 @@ def output_cache(out):
     return cache if cache is not None else out.past_key_values
 
 
+def cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer (keys, values) of a ``DynamicCache`` (``cache.layers`` from transformers 4.56 on; lists before)."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))
+
+
 _CACHE_KWARG: dict[type, str] = {}
 
 

@@ -54,7 +54,3 @@ def length_buckets(lengths: list[int], call_cost: int = CALL_COST["cpu"]) -> lis
         j = start[j]
     return buckets[::-1]
 
-
-def padded_positions(lengths: list[int], buckets: list[list[int]]) -> int:
-    """Token-positions the buckets compute: ``Σ_b n_b · max_{i ∈ b} L_i``."""
-    return sum(len(b) * max(lengths[i] for i in b) for b in buckets if b)

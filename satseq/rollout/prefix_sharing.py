@@ -31,7 +31,9 @@ import os
 
 import torch
 
-from satseq.rollout.hf_engine import output_cache, pass_cache
+from transformers import DynamicCache
+
+from satseq.rollout.hf_engine import cache_layers, output_cache, pass_cache
 from satseq.rollout.length_buckets import call_cost, length_buckets
 from satseq.rollout.padding import left_pad, positions_from_mask
 from satseq.utils.precision import trainer_autocast
@@ -99,23 +101,13 @@ def sharing_plan(decoder, prompts: list[list[int]], responses: list[list[int]]):
     return (prefixes, rows) if shared <= (1 - MIN_SAVING) * one_pass else None
 
 
-def shares_prefixes(decoder, prompts: list[list[int]], responses: list[list[int]]) -> bool:
-    """Whether :func:`response_hidden` runs shared prefixes once (:func:`sharing_plan`)."""
-    return sharing_plan(decoder, prompts, responses) is not None
-
-
-_PLAN = object()  # response_hidden's default: make the plan itself
-
-
 def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]], pad_id: int,
-                    device="cpu", *, plan=_PLAN) -> tuple[torch.Tensor, torch.Tensor]:
+                    device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Hidden states ``[B, R, d]`` at the positions that predict each response token (position
     ``t`` predicts ``y_t``; meaningless where the mask is 0), and the response mask ``[B, R]``; prefixes
-    shared when it pays, rows of similar length run together
-    (:func:`satseq.rollout.length_buckets.length_buckets`). A caller that already has
-    :func:`sharing_plan`'s answer passes it as ``plan``."""
-    if plan is _PLAN:
-        plan = sharing_plan(decoder, prompts, responses)
+    shared when it pays (:func:`sharing_plan`), rows of similar length run together
+    (:func:`satseq.rollout.length_buckets.length_buckets`)."""
+    plan = sharing_plan(decoder, prompts, responses)
     B, R = len(prompts), max((len(r) for r in responses), default=0)
     r_mask = torch.zeros((B, R), dtype=torch.long)
     for i, resp in enumerate(responses):
@@ -129,7 +121,7 @@ def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]
         with trainer_autocast(p_ids.device):
             out = decoder(input_ids=p_ids, attention_mask=p_mask, position_ids=positions_from_mask(p_mask),
                           use_cache=True)
-        kv = _layers_kv(output_cache(out))
+        kv = cache_layers(output_cache(out))
         rests = [p[len(prefixes[g]):] for p, g in zip(prompts, rows)]
     buckets = length_buckets([len(x) + max(len(r) - 1, 0) for x, r in zip(rests, responses)], call_cost(device))
     parts = [_continuation_hidden(decoder, kv, p_mask, torch.tensor([rows[i] for i in b], dtype=torch.long),
@@ -140,13 +132,6 @@ def response_hidden(decoder, prompts: list[list[int]], responses: list[list[int]
     if order != list(range(B)):
         hidden = hidden.index_select(0, torch.argsort(torch.tensor(order, device=hidden.device)))
     return hidden, r_mask.to(device)
-
-
-def _layers_kv(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per layer (keys, values) of a ``DynamicCache`` (transformers ≥ 4.56: ``layers``; before: lists)."""
-    if hasattr(cache, "layers"):
-        return [(layer.keys, layer.values) for layer in cache.layers]
-    return list(zip(cache.key_cache, cache.value_cache))
 
 
 def _continuation_hidden(decoder, kv, p_mask, row_of, rests, responses, pad_id, device) -> torch.Tensor:
@@ -166,8 +151,6 @@ def _continuation_hidden(decoder, kv, p_mask, row_of, rests, responses, pad_id, 
     if kv is None:
         mask, cached = c_mask, {}
     else:
-        from transformers import DynamicCache
-
         row_of = row_of.to(p_mask.device)
         cache = DynamicCache()
         for layer, (k, v) in enumerate(kv):
