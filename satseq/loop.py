@@ -71,11 +71,18 @@ def build_run(cfg: TrainConfig, console=print, reward_fn=None) -> Run:
 
 
 def rollout_metrics(episodes, roles: list[str]) -> dict:
+    """Per role: accuracy, mean response length (tokens) and ``sampled_entropy``, the mean of
+    −log π_b(y_t) over the role's sampled response tokens (the engine's behaviour log-probs): a
+    one-sample estimate of the sampling policy's per-token entropy, E_{y~π}[−log π(y)] = H(π), at no
+    cost. Then the vote accuracy and the mean episode reward."""
     m = {}
     for role in roles:
         turns = [t for ep in episodes for t in ep.turns if t.role == role]
         m[f"{role}/accuracy"] = sum(t.correct for t in turns) / max(1, len(turns))
         m[f"{role}/response_length"] = sum(len(t.response_ids) for t in turns) / max(1, len(turns))
+        n_tok = sum(len(t.behaviour_logprobs) for t in turns)
+        if n_tok:
+            m[f"{role}/sampled_entropy"] = -sum(sum(t.behaviour_logprobs) for t in turns) / n_tok
     m["rollout/vote_accuracy"] = sum(ep.prediction_correct for ep in episodes) / max(1, len(episodes))
     m["rollout/episode_reward"] = sum(sum(t.reward for t in ep.turns) for ep in episodes) / max(1, len(episodes))
     return m

@@ -10,7 +10,11 @@ budget ``rollout.max_new_tokens``) and averaged over a full mini-batch: ``norm_c
 norm_tokens · min(mini_batch_size, len(batch))``, the same for every mini-batch. ``old``
 log-probs are recomputed once before the first step (the engine's behaviour log-probs are only a
 cross-check), except when one epoch fits in one mini-batch: then the data is on-policy, the grad
-pass's detached log-probs are the old ones and the extra forward is skipped.
+pass's detached log-probs are the old ones and the extra forward is skipped. With ``step_kl``
+(``trainer.step_kl``) one no-grad forward after the last step gives the new policy's log-probs of the
+batch, and ``kl_step_q99`` / ``kl_step_max`` / ``kl_step_mean`` (:mod:`satseq.update.step_kl`)
+compare them with the old ones; nothing else changes (on-policy with dropout: one more no-grad
+forward before the first step, used only for these statistics).
 """
 from __future__ import annotations
 
@@ -21,7 +25,9 @@ import torch
 from satseq.algos.kl import kl_penalty
 from satseq.algos import get_loss
 from satseq.update.batch import TurnBatch, batch_logprobs
-from satseq.update.loop import mean, minibatches, optimizer_step, policy_temperature, reference_logprobs, training_mode
+from satseq.update.loop import (has_dropout, mean, minibatches, optimizer_step, policy_temperature, reference_logprobs,
+                                training_mode)
+from satseq.update.step_kl import step_kl_stats
 
 
 @dataclass
@@ -36,6 +42,7 @@ class PGSettings:
     temperature: float = 1.0
     loss: str = "ppo"
     norm_tokens: int | None = None  # seq-mean-token-sum-norm: the per-sequence constant (None = batch width)
+    step_kl: bool = False  # log the k3 KL between the policy before and after the update (one more forward)
 
     @classmethod
     def from_grpo(cls, cfg) -> "PGSettings":
@@ -43,7 +50,7 @@ class PGSettings:
         return cls(epochs=g.ppo_epochs, mini_batch_size=g.mini_batch_size, clip_low=g.epsilon_low,
                    clip_high=g.epsilon_high, agg_mode=g.loss_agg_mode, kl_coef=g.kl_coef,
                    grad_clip=cfg.trainer.grad_clip, temperature=policy_temperature(cfg), loss=g.policy_loss,
-                   norm_tokens=cfg.rollout.max_new_tokens)
+                   norm_tokens=cfg.rollout.max_new_tokens, step_kl=cfg.trainer.step_kl)
 
 
 def is_on_policy(s: PGSettings, n: int) -> bool:
@@ -75,6 +82,11 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
     pad_id = pool.tokenizer.pad_token_id
     model = pool.module(agent)
     old_lp = None if is_on_policy(s, len(batch)) else batch_logprobs(model, batch, pad_id, temperature=s.temperature, device=device)[0]
+    # the old policy's log-probs for the step-KL statistic: the loss's, else (on-policy) the grad pass's at
+    # θ_old, unless dropout makes that pass differ from an eval-mode forward
+    stat_old = old_lp
+    if s.step_kl and old_lp is None and has_dropout(model):
+        stat_old = batch_logprobs(model, batch, pad_id, temperature=s.temperature, device=device)[0]
     ref_lp = None
     if s.kl_coef > 0:
         ref_lp = reference_logprobs(pool, reference or agent, batch, temperature=s.temperature, device=device)
@@ -92,6 +104,8 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
             if not losses:  # before the first step: the trainer's log-probs of the behaviour policy's samples
                 gap = behaviour_gap(lp, m, mb.behaviour_logprobs)
             old = lp.detach() if old_lp is None else old_lp[idx][:, :w]
+            if s.step_kl and stat_old is None:  # on-policy: one mini-batch, the whole batch permuted by idx
+                stat_old = lp.detach()[torch.argsort(idx)]
             loss, lm = loss_fn(lp, old, mb.advantages.to(lp.device), m, clip_low=s.clip_low,
                                clip_high=s.clip_high, agg_mode=s.agg_mode, kl=kl, beta=s.kl_coef, **extra)
             if kl is not None:
@@ -101,4 +115,7 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
     out = {"loss": mean(losses), "clipfrac": mean(clipfracs), "logprob_gap": gap}
     if kls:
         out["kl_ref"] = mean(kls)
+    if s.step_kl:
+        new_lp, mask = batch_logprobs(model, batch, pad_id, temperature=s.temperature, device=device)
+        out.update(step_kl_stats(stat_old, new_lp, mask))
     return out

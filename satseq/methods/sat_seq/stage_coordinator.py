@@ -14,6 +14,9 @@ One stage (spec ``sat_seq.md`` §"Per stage")::
                  joint policy's vote accuracy and episode reward from a fresh batch
                  (monitor/certificate, monitor/certificate_batch), and the certified improvement
                  over the warm start
+    logged per agent: accepted, backtracks (j), step_scale (α^j, 0 = rejected), β, the check's
+                 kl_quantile / kl_mean / kl_max (of the accepted or the last tried step), and
+                 kl_step_q99 / kl_step_max / kl_step_mean of the step taken (satseq.update.step_kl)
 
 The rollout, rewards, logging and checkpointing around a stage live in :mod:`satseq.loop`.
 """
@@ -35,6 +38,7 @@ from satseq.methods.sat_seq.monitor.certificate_batch import certificate_metrics
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.clipped_pg import behaviour_gap
+from satseq.update.step_kl import step_kl_stats
 from satseq.update.loop import (has_dropout, make_optimizer, mean, minibatches, optimizer_step, policy_temperature,
                                 training_mode)
 
@@ -169,7 +173,10 @@ class StageCoordinator:
         return res, seq_lr, {
             "accepted": float(res.accepted), "backtracks": res.backtracks, "step_scale": res.step_scale,
             "beta": res.beta,
-            "kl_quantile": res.kl_quantile, "kl_mean": res.kl_mean, "is_weight_mean": float(c.mean()),
+            "kl_quantile": res.kl_quantile, "kl_mean": res.kl_mean, "kl_max": res.kl_max,
+            "is_weight_mean": float(c.mean()),
+            # the step taken (0 after a rejection), k3 at the sampled tokens as for every method: free here
+            **step_kl_stats(cur["lp"], new_lp, cur["mask"]),
             "clipfrac": mean(stats["clipfrac"]), "loss": mean(stats["loss"]),
             # π_cur is the policy that sampled these turns: the gap is the engine's (precision, kernels)
             "logprob_gap": behaviour_gap(cur["lp"], cur["mask"], batch.behaviour_logprobs),

@@ -10,7 +10,9 @@ clipped at ±``A_clip``), the policy loss ``sat_seq.policy_loss`` with ratio ``s
 
     L = −min(r·A, clip(r, 1−ε, 1+ε)·A)        (c = 1, β = 0; r against the batch's policy)
 
-All agents' old log-probs are computed before any agent moves (the batch's behaviour policy).
+All agents' old log-probs are computed before any agent moves (the batch's behaviour policy). With
+``trainer.step_kl``, one no-grad forward per agent after its update gives ``<agent>/kl_step_q99``,
+``kl_step_max`` and ``kl_step_mean`` against those old log-probs (:mod:`satseq.update.step_kl`).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.loop import make_optimizer, mean, minibatches, optimizer_step, policy_temperature, training_mode
+from satseq.update.step_kl import step_kl_stats
 
 _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
 
@@ -63,6 +66,10 @@ class SimultaneousUpdater:
                                                  self.cfg.trainer.grad_clip))
                     clipfracs.append(float(lm["clipfrac"]))
             metrics.update({f"{name}/loss": mean(losses), f"{name}/clipfrac": mean(clipfracs)})
+            if self.cfg.trainer.step_kl:
+                new_lp, mask = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature,
+                                              device=self.device)
+                metrics.update({f"{name}/{k}": v for k, v in step_kl_stats(old[name], new_lp, mask).items()})
         return metrics
 
     def state_dict(self) -> dict:
