@@ -1,11 +1,14 @@
 """``satseq compare FILE [--out DIR]``: several methods × seeds at one budget, with their trivial baselines.
 
-:func:`run_comparison` reads and validates the file (:mod:`satseq.compare.spec`; every run's config
-is loaded before anything runs), then for each run and seed, one at a time, trains it to the budget
+:func:`run_comparison` reads and validates the file (:mod:`satseq.compare.spec`; every cell's config
+is loaded before anything runs; a run without a ``sweep`` is one cell), then for each cell and seed,
+one at a time, trains it to the budget
 and evaluates it (:mod:`satseq.compare.runner`; resumable: a finished (run, seed) is read back, a
 killed one resumes from its checkpoint), evaluates the warm starts the same way
-(:mod:`satseq.compare.baselines`), and writes ``comparison.md``, ``comparison.json`` and
-``comparison.png`` (:mod:`satseq.compare.report`, :mod:`satseq.compare.plot`). Registered in
+(:mod:`satseq.compare.baselines`), computes each run's stability statistics
+(:mod:`satseq.compare.stability`), and writes ``comparison.md``, ``comparison.json``,
+``comparison.png`` and, with a sweep, ``sweep.png`` (:mod:`satseq.compare.report`,
+:mod:`satseq.compare.plot`). Registered in
 :mod:`satseq.cli`, which turns a :class:`~satseq.errors.SatseqError` into one ``error:`` line.
 """
 from __future__ import annotations
@@ -25,6 +28,8 @@ def run_comparison(path: str | Path, out: Optional[str | Path] = None, *, consol
     from satseq.compare.report import write_report
     from satseq.compare.runner import evaluate, train_and_evaluate
     from satseq.compare.spec import check_runs, read_spec
+    from satseq.compare.stability import run_stability
+    from satseq.tracking import read_metrics
     from satseq.utils.progress import progress_bar
 
     spec, lines = read_spec(path)
@@ -33,11 +38,12 @@ def run_comparison(path: str | Path, out: Optional[str | Path] = None, *, consol
     out_dir = Path(out if out is not None else spec.output_dir).expanduser().resolve()
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir} is a file")
-    check_runs(spec, lines, out_dir)
+    cells = check_runs(spec, lines, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    jobs = [(run, seed) for run in spec.runs for seed in spec.seeds]
-    console(f"[compare] {len(spec.runs)} runs × {len(spec.seeds)} seeds, {spec.budget.describe()} each -> {out_dir}")
-    results: dict[str, list[dict]] = {r.name: [] for r in spec.runs}
+    jobs = [(cell, seed) for cell in cells for seed in spec.seeds]
+    grid = f" ({len(cells)} cells)" if len(cells) != len(spec.runs) else ""
+    console(f"[compare] {len(spec.runs)} runs{grid} × {len(spec.seeds)} seeds, {spec.budget.describe()} each -> {out_dir}")
+    results: dict[str, list[dict]] = {c.name: [] for c in cells}
     warm: dict[str, Optional[dict]] = {}
     warm_evals: dict[str, dict] = {}
     with progress_bar(len(jobs), "compare", enabled=progress) as bar:
@@ -58,6 +64,11 @@ def run_comparison(path: str | Path, out: Optional[str | Path] = None, *, consol
                     metrics, preds = evaluate(spec, d, out_dir / "evals" / d.name, stage=0)
                     warm_evals[str(d)] = summarize_eval(metrics, preds, spec.eval.k)
                 warm[run.name] = {"dir": str(d), "eval": warm_evals[str(d)]} if d is not None else None
+    for name, seeds in results.items():  # from metrics.jsonl each time: cheap, and follows this code's reading
+        warm_acc = warm[name]["eval"]["accuracy"]["mean"] if warm.get(name) else None
+        for res in seeds:
+            res["stability"] = run_stability(read_metrics(Path(res["run_dir"])), res["eval"]["accuracy"]["mean"],
+                                             warm_acc, res["curve"]["acc"])
     files = write_report(spec, out_dir, results, warm)
     console(f"[compare] wrote {', '.join(str(f) for f in files)}")
     return files
@@ -69,5 +80,5 @@ def compare_command(
     progress: bool = typer.Option(True, "--progress/--no_progress", help="progress bar (only on a terminal)"),
 ):
     """Compare methods × seeds at one budget (generated tokens or seconds) next to their trivial
-    baselines; resumable; writes comparison.md / .json / .png."""
+    baselines, optionally over a sweep grid; resumable; writes comparison.md / .json / .png (and sweep.png)."""
     run_comparison(file, out, console=typer.echo, progress=progress)

@@ -7,7 +7,11 @@ error over problems ("eval s.e."), pass@k, the generated tokens and samples and 
 it spent, and its stages. Extra rows under it: PAG's verifier against the constant verifiers
 (balanced accuracy in the accuracy column, wrong-recall and raw accuracy in the notes); MLMT's coach
 alone and a solver that copies the coach. Under the runs that share a warm start: that warm start,
-evaluated the same way, and its best-of-k (pass@k). Both files are written atomically.
+evaluated the same way, and its best-of-k (pass@k). Then, with a ``sweep``, per run the metric
+against the swept value (mean ± s.e. over seeds; figure ``sweep.png``), and for every run the
+stability table (:mod:`satseq.compare.stability`: collapsed seeds and why, final and best held-out
+accuracy, the largest per-token KL between consecutive policies, SAT-Seq's backtracks and step
+scale). Every file is written atomically.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from satseq.compare.baselines import mean_se
+from satseq.compare.spec import value_label
+from satseq.compare.stability import ENTROPY_FLOOR, LENGTH_FLOOR, over_seeds
 
 HEADER = ["run", "accuracy (mean ± s.e. over seeds)", "eval s.e.", "pass@{k}", "generated tokens",
           "generated samples", "training time (s)", "stages", "notes"]
@@ -137,14 +143,91 @@ def markdown(spec, results: dict[str, list[dict]], warm: dict[str, Optional[dict
     return "\n".join(lines) + "\n"
 
 
+def sweeps(results: dict[str, list[dict]]) -> dict[str, list[str]]:
+    """``{run: [its cells, in grid order]}`` for the runs that have a grid."""
+    out: dict[str, list[str]] = {}
+    for name, seeds in results.items():
+        if seeds and seeds[0].get("point"):
+            out.setdefault(seeds[0]["run"], []).append(name)
+    return out
+
+
+def _n(v: Optional[dict], digits: int = 1) -> str:
+    return fmt(v, digits) if isinstance(v, dict) else "-"
+
+
+def _g(v) -> str:
+    """A KL or ratio: 3 significant digits; ``-`` when missing."""
+    if isinstance(v, dict):
+        if v.get("mean") is None:
+            return "-"
+        return f"{v['mean']:.3g}" + (f" ± {v['se']:.2g}" if v.get("se") is not None else "")
+    return "-" if v is None else f"{v:.3g}"
+
+
+def sweep_lines(results: dict[str, list[dict]], stab: dict[str, dict]) -> list[str]:
+    """Per run with a grid: one row per grid point, the final and best held-out accuracy (mean ± s.e.
+    over seeds), collapsed seeds and the largest consecutive-policy KL."""
+    lines: list[str] = []
+    for run, cells in sweeps(results).items():
+        keys = list(results[cells[0]][0]["point"])
+        method = results[cells[0]][0]["method"]
+        lines += ["", f"### {run} ({method})", "",
+                  "| " + " | ".join(f"`{k}`" for k in keys) + " | final accuracy | best (periodic eval) | "
+                  "collapsed seeds | KL q99 (largest) | KL max (largest) |", "|" + "---|" * (len(keys) + 5)]
+        for c in cells:
+            st, point = stab[c], results[c][0]["point"]
+            lines.append("| " + " | ".join(value_label(point[k]) for k in keys) + f" | {fmt(st['final'])} | {fmt(st['best'])} | {st['collapsed']} / {st['seeds']} | "
+                         f"{_g(st['kl_step_q99'])} | {_g(st['kl_step_max'])} |")
+    return lines
+
+
+def stability_lines(stab: dict[str, dict]) -> list[str]:
+    """The stability table: one row per run (cell), over its seeds."""
+    lines = ["| run | collapsed seeds | final accuracy | best (periodic eval) | KL q99 (largest) | KL max (largest) | "
+             "backtracks | shrunk / rejected updates | step scale mean (min) | length × (min) | entropy × (min) | "
+             "collapse reasons |", "|" + "---|" * 12]
+    for name, st in stab.items():
+        shrunk = (f"{_n(st['shrunk'])} / {_n(st['rejected'])}" if st["shrunk"] is not None else "-")
+        scale = (f"{_g(st['step_scale_mean'])} ({_g(st['step_scale_min'])})" if st["step_scale_mean"] else "-")
+        lines.append(f"| {name} | {st['collapsed']} / {st['seeds']} | {fmt(st['final'])} | {fmt(st['best'])} | "
+                     f"{_g(st['kl_step_q99'])} | {_g(st['kl_step_max'])} | {_n(st['backtracks'])} | {shrunk} | {scale} | "
+                     f"{_g(st['length_ratio_min'])} | {_g(st['entropy_ratio_min'])} | {'; '.join(st['reasons'])} |")
+    return lines
+
+
+STABILITY_NOTE = (
+    "Collapsed: the final held-out accuracy is below the warm start's (same evaluation), or for some role the "
+    f"final response length is below {LENGTH_FLOOR:g} × stage 0's, or the final sampled per-token entropy below "
+    f"{ENTROPY_FLOOR:g} × stage 0's (final: the mean over the last 10 % of the stages). KL: the per-token k3 "
+    "estimate of KL(π_old ‖ π_new) across one stage's update at the batch's own tokens, its 0.99 quantile and its "
+    "max over the stage's response tokens, the largest over stages and agents (mean ± s.e. over seeds). Best: the maximum of the "
+    "trainer's periodic held-out evaluation (one sample per problem; biased upwards as a maximum). Backtracks, "
+    "shrunk / rejected updates (sums over the run, mean over seeds) and the step scale α^j (0 = rejected): "
+    "SAT-Seq only. Definitions: docs/compare.md.")
+
+
 def write_report(spec, out: Path, results: dict[str, list[dict]], warm: dict[str, Optional[dict]]) -> list[Path]:
-    """``comparison.md``, ``comparison.json`` and ``comparison.png`` in ``out`` (each atomically)."""
-    from satseq.compare.plot import plot_comparison
+    """``comparison.md``, ``comparison.json``, ``comparison.png`` and, with a sweep, ``sweep.png`` in
+    ``out`` (each atomically)."""
+    from satseq.compare.plot import plot_comparison, plot_sweep
     from satseq.utils.io import write_json, write_text
 
     out = Path(out)
-    write_text(out / "comparison.md", markdown(spec, results, warm))
+    stab = {name: over_seeds([s["stability"] for s in seeds]) for name, seeds in results.items()
+            if seeds and "stability" in seeds[0]}
+    md = markdown(spec, results, warm)
+    if sweeps(results):
+        md += "\n## Sweep\n\nFinal held-out accuracy against the swept value, mean ± s.e. over seeds " \
+              "(figure: `sweep.png`)." + "\n".join(sweep_lines(results, stab)) + "\n"
+    if stab:
+        md += "\n## Stability\n\n" + STABILITY_NOTE + "\n\n" + "\n".join(stability_lines(stab)) + "\n"
+    write_text(out / "comparison.md", md)
     write_json(out / "comparison.json", {"spec": spec.model_dump(), "source": spec.source, "runs": results,
-                                         "warm_start": warm})
+                                         "warm_start": warm, "stability": stab, "sweep": sweeps(results)})
+    files = [out / "comparison.md", out / "comparison.json", out / "comparison.png"]
     plot_comparison(results, warm, out / "comparison.png", budget=spec.budget.describe())
-    return [out / "comparison.md", out / "comparison.json", out / "comparison.png"]
+    if sweeps(results):
+        plot_sweep(results, warm, sweeps(results), out / "sweep.png")
+        files.append(out / "sweep.png")
+    return files

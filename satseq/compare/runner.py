@@ -2,6 +2,10 @@
 
 :func:`train_and_evaluate` is the whole job for one (run, seed), in ``OUT/<name>_seed<seed>/``:
 
+A sweep's grid point is a cell (:class:`~satseq.compare.spec.Cell`), trained exactly like a run:
+its name ``<run>@<key>=<value>`` names its directories, and its swept value is in its training config,
+hence in its fingerprint.
+
 1. ``compare_run.json`` records the run's fingerprint (the full resolved training config and the
    budget). A run directory made with other settings is refused, never resumed into.
 2. ``compare_result.json`` present with that fingerprint: the job is done; nothing is redone.
@@ -146,6 +150,11 @@ def _already_trained(run_dir: Path, rows: list[dict], kind: str, amount: float, 
     return (spent >= amount or last >= max_stages) and found is not None and found[0] == last
 
 
+def cell_fields(run: RunSpec) -> dict:
+    """The run a cell belongs to and its grid point (a plain run: itself, no point)."""
+    return {"run": getattr(run, "base", "") or run.name, "point": dict(getattr(run, "point", {}) or {})}
+
+
 def train_and_evaluate(spec: CompareSpec, run: RunSpec, seed: int, out: Path, *, console: Callable = print,
                        on_stage: Optional[Callable] = None) -> dict:
     """The result of one (run, seed), trained and evaluated now or read back (see the module docstring)."""
@@ -165,7 +174,8 @@ def train_and_evaluate(spec: CompareSpec, run: RunSpec, seed: int, out: Path, *,
     if done is not None and done.get("fingerprint") == fp:
         console(f"[compare] {run.name} seed {seed}: done earlier, not redone")
         # the totals and curve are re-read from metrics.jsonl (cheap), so a report follows this code's reading
-        return {**done, **training_summary(read_metrics(run_dir), spec.budget.kind, spec.budget.amount)}
+        return {**done, **cell_fields(run), **training_summary(read_metrics(run_dir), spec.budget.kind,
+                                                                spec.budget.amount)}
     if mark is None:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json(run_dir / FINGERPRINT, {"fingerprint": fp, "name": run.name, "seed": seed, "method": run.method})
@@ -177,7 +187,7 @@ def train_and_evaluate(spec: CompareSpec, run: RunSpec, seed: int, out: Path, *,
         train(cfg, console=console, stop_when=BudgetStop(run_dir, kind, amount, on_stage))
         rows = read_metrics(run_dir)
     result = {"name": run.name, "seed": seed, "method": run.method, "run_dir": str(run_dir), "fingerprint": fp,
-              **training_summary(rows, kind, amount)}
+              **cell_fields(run), **training_summary(rows, kind, amount)}
     metrics, preds = evaluate(spec, run_dir, out / "evals" / run_dir.name)
     result["stage"] = metrics.get("stage")
     result["eval"] = summarize_eval(metrics, preds, spec.eval.k)

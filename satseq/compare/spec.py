@@ -6,17 +6,31 @@
     threads: 1                             # torch threads per run and per evaluation
     common: [trainer.train_batch_size=8]   # overrides for every run (a list of key=value, or a mapping)
     eval: {problems: 200, n: 4, k: 4, temperature: 1.0}
+    sweep: {sat_seq.lr: [3e-5, 1e-4], grpo.lr: [3e-5, 1e-4]}   # optional: a grid crossed with the seeds
     runs:
       - {name: grpo, method: grpo}
       - {name: dr_grpo, method: grpo, overrides: [grpo.loss=dr_grpo]}
       - {name: pag, method: pag, config: recipes/apo_pag/config/apo_pag.yaml}
+      - {name: sat_seq_no_is, method: sat_seq, sweep: {}}    # its own grid ({}: none) instead of the file's
 
-Every run is validated as ``satseq train`` would load it (``config`` file, then ``common``, then its
-``overrides``) before anything runs. Every problem is one :class:`~satseq.errors.ConfigError` line
-naming the file and line (``FILE:LINE: key 'runs.1.method': ...``) or the run.
+**Sweeps.** A run's grid is its own ``sweep`` if it names one, else the file's. A key under a method's
+update sections (:attr:`satseq.methods.base.Method.update_sections`: ``sat_seq`` and
+``algorithm.kl_ctrl`` for SAT-Seq, ``sat_seq`` for the simultaneous update, ``grpo`` for GRPO, ...)
+applies only to the runs whose method lists that section; any other key (``trainer.*``,
+``rollout.*``, ...) to every run. In the file's ``sweep`` a key no run's method reads is an error; in
+a run's own, a key of another method's section is. Every grid point of a run is a :class:`Cell`,
+named ``<run>@<key>=<value>[,<key>=<value>...]`` (its directories ``<cell>_seed<seed>``), whose
+overrides are the run's own then the point's ``key=value``; a run without a grid is one cell named
+like the run.
+
+Every cell is validated as ``satseq train`` would load it (``config`` file, then ``common``, then the
+run's ``overrides``, then its grid point) before anything runs. Every problem is one
+:class:`~satseq.errors.ConfigError` line naming the file and line (``FILE:LINE: key 'runs.1.method':
+...``) or the run.
 """
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -89,6 +103,7 @@ class RunSpec(_Strict):
     method: str
     config: Optional[str] = None
     overrides: Overrides = Field(default_factory=list)
+    sweep: Optional[dict[str, Any]] = None  # this run's grid (None: the file's; {}: none)
 
     @field_validator("name")
     @classmethod
@@ -107,6 +122,7 @@ class CompareSpec(_Strict):
     curve_every: int = Field(5, ge=0)
     common: Overrides = Field(default_factory=list)
     eval: EvalSpec = Field(default_factory=EvalSpec)
+    sweep: dict[str, Any] = Field(default_factory=dict)  # {config key: [values]}, crossed with the seeds
     runs: list[RunSpec] = Field(..., min_length=1)
     source: str = Field("", exclude=True)  # the file it was read from (messages)
 
@@ -192,18 +208,95 @@ def read_spec(path: str | Path) -> tuple[CompareSpec, dict[str, int]]:
 
 
 def run_overrides(spec: CompareSpec, run: RunSpec, seed: int, output_dir: Path) -> list[str]:
-    """The ``satseq train`` overrides of one (run, seed): compare's quiet defaults, ``common``, the
-    run's own, then the keys compare owns (method, seed, run name, output dir, threads, stage cap)."""
-    quiet = ["trainer.save_every=0", "trainer.export_pt=false", "trainer.tensorboard=false"]
+    """The ``satseq train`` overrides of one (run or cell, seed): compare's defaults (quiet, and
+    ``trainer.step_kl=true`` for the stability statistics), ``common``, the run's own (a cell's: then
+    its grid point), then the keys compare owns (method, seed, run name, output dir, threads, stage cap)."""
+    quiet = ["trainer.save_every=0", "trainer.export_pt=false", "trainer.tensorboard=false", "trainer.step_kl=true"]
     own = [f"method={run.method}", f"seed={seed}", f"run_name={run.name}_seed{seed}", f"output_dir={output_dir}",
            f"threads={spec.threads}", "resume=true", f"trainer.num_stages={spec.max_stages}",
            f"trainer.eval_every={spec.curve_every}", "trainer.progress=false"]
     return quiet + override_list(spec.common) + override_list(run.overrides) + own
 
 
-def check_runs(spec: CompareSpec, lines: dict[str, int], output_dir: Path) -> None:
-    """Every run's config loads (as ``satseq train`` would) and sets none of the keys compare owns."""
+class Cell(RunSpec):
+    """One grid point of a run (the whole run when it has no grid): trained for every seed, resumably,
+    exactly like a run of a comparison without sweeps. ``base`` is the run's name, ``point`` the swept
+    ``{key: value}``; ``overrides`` are the run's own followed by the point's."""
+
+    base: str = ""
+    point: dict[str, Any] = Field(default_factory=dict)
+
+
+def value_label(v: Any) -> str:
+    """A swept value as it appears in a cell's name: ``3e-05``, ``4``, ``true``, ``greedy``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def cell_name(run: str, point: dict[str, Any]) -> str:
+    """``<run>@<key>=<value>,...`` (``<run>`` alone without a grid point)."""
+    return run + ("@" + ",".join(f"{k}={value_label(v)}" for k, v in point.items()) if point else "")
+
+
+def make_cell(run: RunSpec, point: dict[str, Any]) -> Cell:
+    """The cell of ``run`` at ``point`` (built without re-validating the name: it carries ``@``)."""
+    from satseq.api import _yaml_value
+
+    fields = {k: getattr(run, k) for k in RunSpec.model_fields}
+    fields.update(name=cell_name(run.name, point), base=run.name, point=dict(point),
+                  overrides=override_list(run.overrides) + [f"{k}={_yaml_value(v)}" for k, v in point.items()])
+    return Cell.model_construct(**fields)
+
+
+def method_prefixes() -> set[str]:
+    """Every registered method's update sections: the keys a sweep applies per method."""
+    from satseq.registry import get_method, method_names
+
+    return {p for n in method_names() for p in get_method(n).sections}
+
+
+def _under(key: str, prefixes) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def _check_grid(grid: dict[str, Any], where: str, src: str, lines: dict[str, int]) -> None:
+    """Each key a dotted config key compare does not own; each value list non-empty, of scalars that
+    can name a directory, distinct."""
+    for key, values in grid.items():
+        at = _where(src, f"{where}.{key}", lines)
+        if key in RESERVED:
+            raise ConfigError(f"{at}: sweep key {key!r} is set by satseq compare")
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.\w+)*", key):
+            raise ConfigError(f"{at}: sweep key {key!r}: a config key (section.key)")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{at}: sweep key {key!r}: give a non-empty list of values")
+        for v in values:
+            if not isinstance(v, (bool, int, float, str)) or (
+                    isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9_.+-]+", v)):
+                raise ConfigError(f"{at}: sweep key {key!r}: value {v!r}: use numbers, true/false or names "
+                                  "of letters, digits, '_', '.', '+', '-' (they name directories)")
+        labels = [value_label(v) for v in values]
+        dup = next((x for x in labels if labels.count(x) > 1), None)
+        if dup is not None:
+            raise ConfigError(f"{at}: sweep key {key!r}: value {dup} appears twice")
+
+
+def run_grid(spec: CompareSpec, run: RunSpec, sections: tuple[str, ...], prefixes: set[str]) -> dict[str, list]:
+    """The grid of ``run`` (whose method's update sections are ``sections``): its own ``sweep``, else
+    the file's keys that apply to it."""
+    if run.sweep is not None:
+        return dict(run.sweep)
+    return {k: v for k, v in spec.sweep.items() if not _under(k, prefixes) or _under(k, sections)}
+
+
+def check_runs(spec: CompareSpec, lines: dict[str, int], output_dir: Path) -> list[Cell]:
+    """Every cell's config loads (as ``satseq train`` would), no override or sweep sets a key compare
+    owns, every sweep key applies to its runs; returns the cells in file order (run, then grid point)."""
     from satseq.config import load_config
+    from satseq.registry import get_method
 
     src = spec.source
     for where, items in [("common", override_list(spec.common))] + [
@@ -216,8 +309,35 @@ def check_runs(spec: CompareSpec, lines: dict[str, int], output_dir: Path) -> No
                 instead = RESERVED[key]
                 raise ConfigError(f"{_where(src, f'{where}.{j}', lines)}: {key!r} is set by satseq compare"
                                   + (f" (use '{instead}' in the comparison file)" if instead else ""))
+    _check_grid(spec.sweep, "sweep", src, lines)
+    for i, run in enumerate(spec.runs):
+        _check_grid(run.sweep or {}, f"runs.{i}.sweep", src, lines)
+    prefixes = method_prefixes()
+    cells: list[Cell] = []
+    used: set[str] = set()
     for i, run in enumerate(spec.runs):
         try:
             load_config(run.config, run_overrides(spec, run, spec.seeds[0], output_dir))
         except ConfigError as e:
             raise ConfigError(f"{_where(src, f'runs.{i}', lines)}: run {run.name!r}: {e}") from None
+        sections = get_method(run.method).sections
+        grid = run_grid(spec, run, sections, prefixes)
+        for key, values in grid.items():
+            where = f"runs.{i}.sweep.{key}" if run.sweep is not None else f"sweep.{key}"
+            if run.sweep is not None and _under(key, prefixes) and not _under(key, sections):
+                raise ConfigError(f"{_where(src, where, lines)}: run {run.name!r}: sweep key {key!r}: method "
+                                  f"{run.method!r} does not read it (its update settings: {', '.join(sections)})")
+            for v in values:  # each value through the config loading, on its own line
+                try:
+                    load_config(run.config, run_overrides(spec, make_cell(run, {key: v}), spec.seeds[0], output_dir))
+                except ConfigError as e:
+                    raise ConfigError(f"{_where(src, where, lines)}: run {run.name!r}: sweep {key}="
+                                      f"{value_label(v)}: {e}") from None
+            used.add(key)
+        for values in itertools.product(*grid.values()):
+            cells.append(make_cell(run, dict(zip(grid, values))))
+    unused = [k for k in spec.sweep if k not in used]
+    if unused:
+        raise ConfigError(f"{_where(src, f'sweep.{unused[0]}', lines)}: sweep key {unused[0]!r}: no run's method "
+                          "reads it (a run whose method does names its own sweep, or add such a run)")
+    return cells

@@ -57,6 +57,10 @@ class Method:
     owns_workflow: bool = False            # a single model evaluated in `workflow` stands for this method
     metric_markers: tuple[str, ...] = ()   # regexes of metric names only it logs (plot a run without run_info.json)
     config_defaults: dict[str, Any] = {}   # dotted config keys set when the user leaves them unset
+    update_sections: tuple[str, ...] = ()  # config sections (dotted prefixes) holding its update's settings
+                                           # (lr, epochs, clipping); () = the section named after it. A
+                                           # `satseq compare` sweep over a key under a method's section
+                                           # applies only to the runs whose method lists it (docs/compare.md)
     grpo_presets: bool = False             # reads grpo.loss (baseline presets), grpo.dynamic_sampling, grpo.overlong_buffer
     supports_custom_reward: bool = True    # reward.custom / reward.controller replace correctness
     ray_updater: Optional[str] = None      # trainer.backend=ray: "per_agent" (SAT-Seq's step in each agent's
@@ -66,6 +70,11 @@ class Method:
     @property
     def default_run_name(self) -> str:
         return self.name
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        """:attr:`update_sections`, or the section named after the method."""
+        return self.update_sections or (self.name,)
 
     def defaults(self, cfg) -> dict[str, Any]:
         """Dotted config keys -> values set when the user leaves them unset (may depend on ``cfg``,

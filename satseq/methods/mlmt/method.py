@@ -16,6 +16,7 @@ SHARED_AGENT = "actor"
 class MLMT(Method):
     name = "mlmt"
     title = "MLMT-RL"
+    update_sections = ("mlmt", "grpo")  # the per-role updates take grpo's PPO settings
     workflow = "coach"
     owns_workflow = True
     metric_markers = (r"^mlmt/",)  # metric names only this method logs (plots of runs without run_info.json)

@@ -11,6 +11,7 @@ from satseq.registry import register_method
 class PAG(Method):
     name = "pag"
     title = "PAG"
+    update_sections = ("pag", "grpo", "apo")  # pag.update=grpo: the grpo section's PPO settings; =apo: apo's
     workflow = "self_verify"
     owns_workflow = True
     metric_markers = (r"^pag/",)  # metric names only this method logs (plots of runs without run_info.json)

@@ -13,6 +13,7 @@ from satseq.registry import register_method
 class SatSeq(Method):
     name = "sat_seq"
     title = "SAT-Seq"
+    update_sections = ("sat_seq", "algorithm.kl_ctrl")
     workflow = "relay"
     owns_workflow = True
     ray_updater = "per_agent"  # trainer.backend=ray: each agent's step in its actor (satseq/scale/ray_updaters.py)

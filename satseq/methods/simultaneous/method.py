@@ -12,6 +12,7 @@ from satseq.methods.sat_seq.method import SatSeq
 class Simultaneous(SatSeq):
     name = "simultaneous"
     title = "Simultaneous multi-agent (baseline)"
+    update_sections = ("sat_seq",)  # SAT-Seq's loss, lr, epochs and clip; no KL check
     owns_workflow = False     # a single model in the relay stands for SAT-Seq
     metric_markers = ()       # its metrics are a subset of SAT-Seq's
     ray_updater = None        # its own updater, not SAT-Seq's per-agent step: trainer.backend=local only
