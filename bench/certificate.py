@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PRESET = ["trainer.num_stages=50", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",
           "sat_seq.group_size=4", "sat_seq.lr=3e-5", "sat_seq.mini_batch_size=16", "sat_seq.scheduler=random",
-          "data.eval_size=200", "rollout.max_new_tokens=48", "trainer.eval_every=10"]
+          "data.eval_size=200", "trainer.eval_every=10"]
 BATCHES = 41
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 PRESET = ["trainer.train_batch_size=8", "sat_seq.group_size=4", "grpo.group_size=4", "sat_seq.lr=3e-5",
           "grpo.lr=3e-5", "sat_seq.mini_batch_size=16", "grpo.mini_batch_size=16", "sat_seq.scheduler=random",
-          "data.eval_size=200", "rollout.max_new_tokens=48", "trainer.export_pt=false",
+          "data.eval_size=200", "trainer.export_pt=false",
           "sat_seq.certificate.prompts=0", "trainer.progress=false", "trainer.eval_every=0"]
 TASKS = {"relay": [], "chain": ["data.embedded_task=chain", "reward.own=0.0", "reward.team=1.0"]}
 AGENTS = ["agent_1", "agent_2", "agent_3"]

@@ -2,7 +2,7 @@
 
     satseq train CONFIG [key=value ...]     train any registered method (method=...), resumable;
                                              data parallel under torchrun --nproc_per_node N -m satseq.cli train ...
-    satseq sft [--out DIR] [--steps N]       build the embedded warm start
+    satseq sft [--out DIR] [--task T]        build an embedded warm start (base | chain | mlmt | pag)
     satseq quickstart                        warm start → SAT-Seq and GRPO → before/after table
     satseq eval ...                          evaluate a model or a run directory
     satseq vstar CONFIG [key=value ...]      A*-PO stage 1: the V* cache (a command of methods/apo)
@@ -84,24 +84,38 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
 @app.command()
 @user_errors
 def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm start goes to OUT/embedded/"),
-        steps: Optional[int] = typer.Option(None, help="a fixed number of SFT steps (cosine schedule) instead of "
-                                                 "training to the validation target"),
-        target: Optional[float] = typer.Option(None, help="careful-chain validation accuracy that ends the "
+        task: str = typer.Option("base", help="which embedded warm start: base (the arithmetic task's) | chain "
+                                             "(data.embedded_task=chain) | mlmt (sum of three) | pag (multi-turn); "
+                                             "each trained to its validation target, docs/embedded_default.md"),
+        steps: Optional[int] = typer.Option(None, help="base: a fixed number of SFT steps (cosine schedule) instead "
+                                                 "of training to the validation target"),
+        target: Optional[float] = typer.Option(None, help="base: careful-chain validation accuracy that ends the "
                                                  "constant-lr phase (default: the recipe's, 0.85)"),
-        batch_size: int = typer.Option(64), lr: float = typer.Option(2e-3),
+        batch_size: int = typer.Option(64), lr: float = typer.Option(2e-3, help="base: the SFT learning rate"),
         seed: int = typer.Option(0), threads: int = typer.Option(0, help="torch threads (0 = all cores)"),
-        force: bool = typer.Option(False, help="rebuild even if it exists")):
-    """Warm-start the embedded tiny model on the synthetic arithmetic task (SFT)."""
+        force: bool = typer.Option(False, help="rebuild even if it exists (the base too, for --task base)")):
+    """Warm-start the embedded tiny model (SFT): the base warm start, or a method's on top of it."""
     import shutil
 
     import torch
 
     from dataclasses import replace
 
-    from satseq.models.warm_start import base_sft_config, ensure_warm_start, warm_start_dir
+    from satseq.models.warm_start import base_sft_config, ensure_warm_start, method_warm_start_dir, warm_start_dir
 
+    builders = _method_warm_starts()
+    if task != "base" and task not in builders:
+        raise ConfigError(f"--task: unknown warm start {task!r} (known: base, {', '.join(builders)})")
+    if task != "base" and (steps is not None or target is not None):
+        raise ConfigError("--steps / --target: only for --task base (a method warm start trains to its own target)")
     if threads:
         torch.set_num_threads(threads)
+    if task != "base":
+        stem, build = builders[task]
+        if force and method_warm_start_dir(out, stem, seed).exists():
+            shutil.rmtree(method_warm_start_dir(out, stem, seed))
+        typer.echo(f"warm start: {build(out, seed=seed, console=typer.echo)}")
+        return
     if force and warm_start_dir(out, seed).exists():
         shutil.rmtree(warm_start_dir(out, seed))
     cfg = replace(base_sft_config(seed), batch_size=batch_size, lr=lr)
@@ -111,6 +125,17 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
         cfg = replace(cfg, steps=steps, target=None)
     d = ensure_warm_start(out, seed=seed, cfg=cfg, console=typer.echo)
     typer.echo(f"warm start: {d}")
+
+
+def _method_warm_starts() -> dict:
+    """``satseq sft --task`` name -> (directory stem, builder(output_dir, seed=, console=))."""
+    from satseq.methods.mlmt.warm_start import ensure_mlmt_warm_start
+    from satseq.methods.pag.warm_start import ensure_multiturn_warm_start
+    from satseq.models.embedded_tasks import EMBEDDED_TASKS
+
+    out = {name: (name, builder) for name, (_, builder) in EMBEDDED_TASKS.items()}
+    out.update(mlmt=("mlmt", ensure_mlmt_warm_start), pag=("multiturn", ensure_multiturn_warm_start))
+    return out
 
 
 @app.command()

@@ -78,3 +78,14 @@ class Episode:
     def turns_of(self, role: str) -> list[Turn]:
         """The turns that played ``role``."""
         return [t for t in self.turns if t.role == role]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One validation item of a warm start: a behaviour forced by the first characters of its
+    completion (``head``), and the answer the rest must reach (``kind`` names the behaviour)."""
+
+    kind: str
+    prompt: str
+    head: str
+    answer: str

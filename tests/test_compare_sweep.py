@@ -260,3 +260,13 @@ def test_step_kl_is_logged_only_when_asked_and_changes_no_update(tiny_dir, tmp_p
         assert a[f"{agent}/kl_step_max"] >= a[f"{agent}/kl_step_q99"] >= 0 and a[f"{agent}/kl_step_max"] > 0
         assert not any("kl_step" in k for k in b)
         assert a[f"{agent}/loss"] == b[f"{agent}/loss"]  # the statistic is measured, nothing else changes
+
+
+def test_a_file_without_a_sweep_trains_without_the_step_kl(tmp_path):
+    """The step KL's extra forward would count in a seconds budget: only sweeps turn it on."""
+    from satseq.compare.runner import run_config
+    from satseq.compare.spec import read_spec
+
+    (tmp_path / "c.yaml").write_text(HEAD + "runs: [{name: a, method: grpo}]\n")
+    spec, _ = read_spec(tmp_path / "c.yaml")
+    assert not run_config(spec, spec.runs[0], 0, tmp_path / "out").trainer.step_kl

@@ -7,16 +7,18 @@ import random
 import pytest
 from satseq.data.arithmetic import render_prompt
 from satseq.data.relay_chain import (COPY, MIX, STAGE1, STAGE2, ChainTask, behaviour, behaviour_shares,
-                                     chain_examples, stage2_solution, transcript)
+                                     chain_examples, stage1_solution, stage2_solution, transcript)
 from satseq.data.sum_of_three import SumOfThreeTask
 from satseq.records import Episode, Problem, Turn
 from satseq.rewards.extract import extract_answer
 from satseq.rewards.turn_rewards import assign_relay_rewards
 
 
-def test_stage_two_by_hand():
-    # 347 + 289 = 636 (stage 1), then 636 + 126 = 762: columns 6+6=12, 3+2+1=06, 6+1+0=07
-    assert stage2_solution(636, 126) == "next:6+6+0=12,3+2+1=06,6+1+0=07;\\boxed{762}"
+def test_stages_by_hand():
+    # 347 + 289 = 636 (stage 1: columns 7+9=16, 4+8+1=13, 3+2+1=06), then 636 + 126 = 762 (stage 2:
+    # 6+6=12, 3+2+1=06, 6+1+0=07); each restates its two operands first, in the base task's layout
+    assert stage1_solution(347, 289) == "part:347+289=7+9+0=16,4+8+1=13,3+2+1=06;\\boxed{636}"
+    assert stage2_solution(636, 126) == "next:636+126=6+6+0=12,3+2+1=06,6+1+0=07;\\boxed{762}"
     assert extract_answer(stage2_solution(998, 999)) == "1997"
 
 

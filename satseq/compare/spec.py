@@ -208,10 +208,13 @@ def read_spec(path: str | Path) -> tuple[CompareSpec, dict[str, int]]:
 
 
 def run_overrides(spec: CompareSpec, run: RunSpec, seed: int, output_dir: Path) -> list[str]:
-    """The ``satseq train`` overrides of one (run or cell, seed): compare's defaults (quiet, and
-    ``trainer.step_kl=true`` for the stability statistics), ``common``, the run's own (a cell's: then
-    its grid point), then the keys compare owns (method, seed, run name, output dir, threads, stage cap)."""
-    quiet = ["trainer.save_every=0", "trainer.export_pt=false", "trainer.tensorboard=false", "trainer.step_kl=true"]
+    """The ``satseq train`` overrides of one (run or cell, seed): compare's defaults (quiet; and in a file
+    with a sweep ``trainer.step_kl=true`` for the stability statistics: its extra forward would count in
+    a seconds budget, so files without a sweep train as before), ``common``, the run's own (a cell's:
+    then its grid point), then the keys compare owns (method, seed, run name, output dir, threads, stage cap)."""
+    quiet = ["trainer.save_every=0", "trainer.export_pt=false", "trainer.tensorboard=false"]
+    if spec.sweep or any(r.sweep for r in spec.runs):
+        quiet.append("trainer.step_kl=true")
     own = [f"method={run.method}", f"seed={seed}", f"run_name={run.name}_seed{seed}", f"output_dir={output_dir}",
            f"threads={spec.threads}", "resume=true", f"trainer.num_stages={spec.max_stages}",
            f"trainer.eval_every={spec.curve_every}", "trainer.progress=false"]

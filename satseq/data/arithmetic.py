@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from satseq.records import Problem
+from satseq.records import Probe, Problem
 
 PREV_WIDTH = 4  # characters used to show one earlier agent's answer in a relay prompt
 
@@ -129,3 +129,9 @@ def near_miss(x: int, rng: random.Random) -> int:
     delta = rng.choice([1, 10, 100, -1, -10, -100])
     y = x + delta
     return y if y > 0 else x + abs(delta)
+
+
+def careful_probes(problems) -> list[Probe]:
+    """The base warm start's validation: the careful chain (its first character forced) on each problem."""
+    return [Probe("careful", render_prompt(p.problem), careful_solution(p.meta["a"], p.meta["b"])[0], p.answer)
+            for p in problems]

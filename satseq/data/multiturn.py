@@ -35,6 +35,7 @@ import random
 
 from satseq.data.arithmetic import (PREV_WIDTH, boxed, careful_solution, column_chain, near_miss, render_previous,
                                     render_prompt)
+from satseq.records import Probe
 
 VERIFY_SLOT = "chk?"
 REVISE_SLOTS = {"wrong": "no__", "correct": "ok__", None: "????"}
@@ -134,4 +135,22 @@ def multiturn_examples(n: int, *, seed: int = 0, low: int = 100, high: int = 999
         if exclude and f"{a}+{b}" in exclude:
             continue
         out.append(transcript(rng.choice(kinds), a, b, rng))
+    return out
+
+
+def pag_probes(problems, *, seed: int = 0) -> list[Probe]:
+    """PAG's warm-start validation, per problem (the behaviour's first character forced): the
+    **careful verification** of a shown attempt (the sum or a near miss, ½ each: ``ok`` / ``no``) and
+    the **careful revision** after a ``no`` (the sum). The over-trusting ``ok``/``no`` and the hasty
+    answer stay in the corpus at their shares; they are what PAG's RL selects against."""
+    rng = random.Random(f"{seed}-multiturn-probes")
+    out = []
+    for p in problems:
+        a, b = p.meta["a"], p.meta["b"]
+        total = a + b
+        att = str(total) if rng.random() < 0.5 else str(near_miss(total, rng))
+        check = careful_verification(a, b, att)
+        out += [Probe("careful_verify", verify_prompt(p.problem, att), check[0], check.rsplit(";", 1)[-1]),
+                Probe("careful_revise", revise_prompt(p.problem, str(near_miss(total, rng)), "wrong"),
+                      careful_solution(a, b)[0], str(total))]
     return out

@@ -29,8 +29,11 @@ from dataclasses import dataclass
 
 from satseq.data.arithmetic import boxed, column_chain, near_miss, render_prompt
 from satseq.data.sum_of_three import SumOfThreeTask, _draw, single_pass_solution
+from satseq.records import Probe
 
 STAGE1, STAGE2, COPY = "part:", "next:", "same:"
+#: the task's ``rollout.max_new_tokens`` default: a stage restates its operands, then the chain (≈ 52 characters)
+MAX_NEW_TOKENS = 64
 #: warm-start behaviour weights at relay positions 1, 2, 3, and how often each position is drawn. The
 #: stage steps are practised, the one-shot single pass barely (1 transcript in 40): the regime this task
 #: is about, a model that can take the two-operand step but not the whole computation (measured:
@@ -39,7 +42,7 @@ STAGE1, STAGE2, COPY = "part:", "next:", "same:"
 MIX = {1: {"stage1": 3, "single": 1, "hasty": 4},
        2: {"stage2": 8, "hasty": 2},
        3: {"stage2": 3, "copy": 3, "hasty": 2}}
-POSITION_WEIGHTS = {1: 1, 2: 3, 3: 1}
+POSITION_WEIGHTS = {1: 2, 2: 3, 3: 2}
 P_PARTIAL_SHOWN = 0.8  # how often the first agent's answer in a later prompt is a partial sum
 
 
@@ -55,9 +58,16 @@ def _earlier(value: int, rng: random.Random, p_right: float = 0.5) -> int:
     return value if rng.random() < p_right else near_miss(value, rng)
 
 
+def stage1_solution(a: int, b: int) -> str:
+    """``part:347+289=7+9+0=16,...;\\boxed{636}``: the two operands restated, then their column chain."""
+    chain, part = column_chain(a, b)
+    return f"{STAGE1}{a}+{b}={chain};{boxed(part)}"
+
+
 def stage2_solution(previous: int, c: int) -> str:
+    """``next:636+126=6+6+0=12,...;\\boxed{762}``: the earlier answer and ``c`` restated, then their chain."""
     chain, total = column_chain(previous, c)
-    return f"{STAGE2}{chain};{boxed(total)}"
+    return f"{STAGE2}{previous}+{c}={chain};{boxed(total)}"
 
 
 def transcript(position: int, a: int, b: int, c: int, rng: random.Random) -> tuple[str, str]:
@@ -75,8 +85,7 @@ def transcript(position: int, a: int, b: int, c: int, rng: random.Random) -> tup
     if kind == "stage2" and first >= 1000:  # the two-operand chain takes a three-digit operand
         kind = "hasty"
     if kind == "stage1":
-        chain, part = column_chain(a, b)
-        return prompt, f"{STAGE1}{chain};{boxed(part)}"
+        return prompt, stage1_solution(a, b)
     if kind == "stage2":
         return prompt, stage2_solution(first, c)
     if kind == "copy":
@@ -116,3 +125,19 @@ def behaviour_shares(episodes) -> dict[str, float]:
             b = behaviour(t.text)
             c[b] = c.get(b, 0) + 1
     return {f"chain/{role}/{b}": n / sum(c.values()) for role, c in counts.items() for b, n in sorted(c.items())}
+
+
+def chain_probes(problems, *, seed: int = 0) -> list[Probe]:
+    """The chain warm start's validation, one probe of each stage per problem (the stage's opening
+    word forced): **stage 1** (position 1: ``a+b``), **stage 2** (position 2, agent 1 wrote ``a+b``:
+    the sum) and **copy** (position 3: agent 2's answer, the sum or a near miss of it)."""
+    rng = random.Random(f"{seed}-chain-probes")
+    out = []
+    for p in problems:
+        a, b, c = p.meta["a"], p.meta["b"], p.meta["c"]
+        s, total = str(a + b), a + b + c
+        second = str(_earlier(total, rng))
+        out += [Probe("stage1", render_prompt(p.problem), STAGE1, s),
+                Probe("stage2", render_prompt(p.problem, [s]), STAGE2, str(total)),
+                Probe("copy", render_prompt(p.problem, [s, second]), COPY, second)]
+    return out

@@ -33,7 +33,7 @@ MAX_NEW_TOKENS = 96  # the coach's two-stage demonstration is ~70 characters (ML
 from satseq.data.arithmetic import (boxed, careful_solution, column_chain, distinct_problems, near_miss,
                                     render_prompt)
 from satseq.data.multiturn import coach_prompt, refine_prompt
-from satseq.records import Problem
+from satseq.records import Probe, Problem
 
 A_RANGE, C_RANGE = (100, 499), (100, 999)
 P_COPY_HINT = 0.6
@@ -126,4 +126,21 @@ def mlmt_examples(n: int, *, seed: int = 0, exclude: set[str] | None = None) -> 
         if exclude and f"{a}+{b}+{c}" in exclude:
             continue
         out.append(transcript(rng.choice(kinds), a, b, c, rng))
+    return out
+
+
+def mlmt_probes(problems, *, seed: int = 0) -> list[Probe]:
+    """MLMT's warm-start validation, per problem (the behaviour's opening forced): the coach's
+    **two-stage** demonstration (after a shown attempt: the sum) and the refining solver's **copy**
+    of the coach's hint (``tip:``: the hint, right or a near miss). The solver's single pass is left
+    weak on purpose (turn 1 is what MLMT trains), so it is not a target."""
+    rng = random.Random(f"{seed}-sum3-probes")
+    out = []
+    for p in problems:
+        a, b, c = p.meta["a"], p.meta["b"], p.meta["c"]
+        total = a + b + c
+        hint = _shown(total, rng, p_right=0.7)
+        out += [Probe("coach_two_stage", coach_prompt(p.problem, _shown(total, rng)), two_stage_solution(a, b, c)[0],
+                      str(total)),
+                Probe("refine_copy", refine_prompt(p.problem, _shown(total, rng), hint), USE_HINT, hint)]
     return out

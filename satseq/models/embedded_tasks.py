@@ -15,10 +15,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from satseq.models.warm_start import HELD_OUT_POOL, ensure_method_warm_start
+from satseq.models.warm_start import HELD_OUT_POOL, WarmStartRecipe, ensure_method_warm_start
 
 DEFAULT = "default"
-CHAIN_SFT = dict(steps=1000, lr=2e-3, warmup_steps=10)
+
+
+def _chain_probes(problems, *, seed: int = 0):
+    from satseq.data.relay_chain import chain_probes
+
+    return chain_probes(problems, seed=seed)
+
+
+#: SFT on the chain transcripts until stage 1, stage 2 and copy are each right on 85 % of the
+#: validation probes (greedy), then 150 cool-down steps (docs/embedded_default.md)
+CHAIN_RECIPE = WarmStartRecipe(probes=_chain_probes, target=0.85, lr=2e-3, max_new_tokens=64)
 
 
 def ensure_chain_warm_start(output_dir: str | Path, *, seed: int = 0, n_examples: int = 64000,
@@ -26,7 +36,7 @@ def ensure_chain_warm_start(output_dir: str | Path, *, seed: int = 0, n_examples
     from satseq.data.relay_chain import MIX, POSITION_WEIGHTS, ChainTask, chain_examples
 
     return ensure_method_warm_start(
-        output_dir, stem="chain", task=ChainTask(seed=seed), examples=chain_examples, sft=CHAIN_SFT,
+        output_dir, stem="chain", task=ChainTask(seed=seed), examples=chain_examples, recipe=CHAIN_RECIPE,
         what="chain-relay stage 1 / stage 2 / copy / single-pass", info={"task": "embedded chain relay", "positions": {str(k): v for k, v in POSITION_WEIGHTS.items()},
                                                                          "mix": {str(k): v for k, v in MIX.items()}},
         seed=seed, n_examples=n_examples, eval_size=eval_size, **kw)
@@ -40,6 +50,16 @@ def _chain_task(seed: int):
 
 #: name -> (task factory(seed), warm-start builder(output_dir, **kw))
 EMBEDDED_TASKS = {"chain": (_chain_task, ensure_chain_warm_start)}
+
+
+def config_defaults(name: str) -> dict:
+    """Config keys embedded task ``name`` sets when the user leaves them unset (the chain's stages
+    restate their operands: ``rollout.max_new_tokens`` 64)."""
+    if name == "chain":
+        from satseq.data.relay_chain import MAX_NEW_TOKENS
+
+        return {"rollout.max_new_tokens": MAX_NEW_TOKENS}
+    return {}
 
 
 def embedded_task(name: str, method, seed: int = 0):

@@ -13,10 +13,13 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from satseq.data.arithmetic import ArithmeticTask
 from satseq.models.tiny import build_tiny_model, save_model_dir
+from satseq.errors import SatseqError
 from satseq.models.sft import SFTConfig, run_sft
 
 EMBEDDED = "embedded"
@@ -36,18 +39,36 @@ def base_sft_config(seed: int = 0) -> SFTConfig:
     return SFTConfig(seed=seed, steps=1500, target=0.85, check_every=50, cooldown_steps=150)
 
 
-def careful_chain_accuracy(model, tokenizer, problems, engine=None) -> float:
-    """Greedy accuracy of the careful column chain: the prompt plus the chain's first character
-    (so the hasty style is ruled out), decoded greedily, graded on the last box."""
-    from satseq.data.arithmetic import careful_solution, render_prompt
+def probe_answer(text: str) -> str:
+    """What a probe's completion concluded: its last ``\\boxed{}``, else what follows its last ``;``
+    (a verification's ``ok`` / ``no``)."""
     from satseq.rewards.extract import extract_boxed
+
+    boxed = extract_boxed(text)
+    return boxed if boxed is not None else text.rsplit(";", 1)[-1].strip()
+
+
+def probe_scores(model, tokenizer, probes, engine=None, max_new_tokens: int = 96) -> dict[str, float]:
+    """Greedy accuracy per behaviour (``Probe.kind``): each probe's prompt plus its forced ``head``,
+    decoded greedily, right when :func:`probe_answer` of ``head + completion`` is ``Probe.answer``."""
     from satseq.rollout.hf_engine import HFEngine
     from satseq.rollout.types import SamplingParams
 
-    heads = [careful_solution(p.meta["a"], p.meta["b"])[0] for p in problems]
-    ids = [tokenizer(render_prompt(p.problem) + h, add_special_tokens=False)["input_ids"] for p, h in zip(problems, heads)]
-    gens = (engine or HFEngine(tokenizer)).generate(model, ids, SamplingParams(max_new_tokens=40, temperature=0.0))
-    return sum((extract_boxed(h + g.text) or "") == p.answer for p, h, g in zip(problems, heads, gens)) / len(problems)
+    ids = [tokenizer(p.prompt + p.head, add_special_tokens=False)["input_ids"] for p in probes]
+    gens = (engine or HFEngine(tokenizer)).generate(model, ids, SamplingParams(max_new_tokens=max_new_tokens,
+                                                                                temperature=0.0))
+    right: dict[str, list[bool]] = {}
+    for p, g in zip(probes, gens):
+        right.setdefault(p.kind, []).append(probe_answer(p.head + g.text) == p.answer)
+    return {k: sum(v) / len(v) for k, v in right.items()}
+
+
+def careful_chain_accuracy(model, tokenizer, problems, engine=None) -> float:
+    """Greedy accuracy of the careful column chain: the prompt plus the chain's first character
+    (so the hasty style is ruled out), decoded greedily, graded on the last box."""
+    from satseq.data.arithmetic import careful_probes
+
+    return probe_scores(model, tokenizer, careful_probes(problems), engine, max_new_tokens=40)["careful"]
 
 
 def eval_exclusion(task, eval_size: int = HELD_OUT_POOL) -> set[str]:
@@ -79,8 +100,9 @@ def ensure_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig |
     res = run_sft(model, tok, examples, cfg, show_progress=show_progress, strata=styles,
                   validate=(lambda m: careful_chain_accuracy(m, tok, valid)) if cfg.target is not None else None)
     if res.reached_target is False:
-        console(f"[satseq] warning: the warm start did not reach careful-chain accuracy {cfg.target} in "
-                f"{cfg.steps} steps (last {res.checks[-1]['score']:.2f}); RL figures from it are not comparable")
+        raise SatseqError(f"the embedded warm start did not reach careful-chain accuracy {cfg.target} in {cfg.steps} "
+                          f"SFT steps (last {res.checks[-1]['score']:.2f}); nothing was written to {out}: "
+                          "lower the target (satseq sft --target) or train a fixed length (--steps)")
     _save_atomically(model, tok, out, {"task": "arithmetic-3digit-add", "seed": seed, "sft": cfg.__dict__,
                                        "n_examples": n_examples, "final_loss": res.losses[-1], "steps": res.steps,
                                        "reached_target": res.reached_target, "checks": res.checks})
@@ -91,33 +113,91 @@ def method_warm_start_dir(output_dir: str | Path, stem: str, seed: int = 0) -> P
     return Path(output_dir) / "embedded" / f"{stem}_seed{seed}"
 
 
-def ensure_method_warm_start(output_dir: str | Path, *, stem: str, task, examples, sft: dict, what: str,
-                             info: dict, seed: int = 0, cfg: SFTConfig | None = None, n_examples: int = 20000,
-                             eval_size: int = HELD_OUT_POOL, show_progress: bool = True, console=print) -> Path:
+@dataclass(frozen=True)
+class WarmStartRecipe:
+    """How a method's warm start is trained to its validation target (docs/embedded_default.md).
+
+    SFT continues from the base warm start at constant ``lr`` until the *weakest* behaviour of
+    ``probes(validation problems)`` is right on ``target`` of its probes (greedy, checked every
+    ``check_every`` steps), then a ``cooldown_steps`` cosine cool-down; at most ``max_steps`` steps.
+    Reaching the cap first is an error: the warm start would land outside the regime its figures
+    were measured in."""
+
+    probes: Callable[..., list]  # (validation problems, seed=) -> [Probe]
+    target: float = 0.9
+    lr: float = 2e-3
+    warmup_steps: int = 10
+    check_every: int = 50
+    cooldown_steps: int = 150
+    max_steps: int = 3000
+    max_new_tokens: int = 96
+
+    def sft_config(self, seed: int) -> SFTConfig:
+        return SFTConfig(seed=seed, steps=self.max_steps, lr=self.lr, warmup_steps=self.warmup_steps,
+                         target=self.target, check_every=self.check_every, cooldown_steps=self.cooldown_steps)
+
+
+def weakest(scores: dict[str, float]) -> float:
+    """A warm start's validation score: its weakest probed behaviour."""
+    return min(scores.values())
+
+
+def ensure_method_warm_start(output_dir: str | Path, *, stem: str, task, examples, recipe: WarmStartRecipe,
+                             what: str, info: dict, seed: int = 0, cfg: SFTConfig | None = None,
+                             n_examples: int = 20000, eval_size: int = HELD_OUT_POOL, show_progress: bool = True,
+                             console=print) -> Path:
     """A method's own warm start, ``<output_dir>/embedded/<stem>_seed<seed>``: the base warm start, SFT
-    continued (``sft`` defaults) on ``examples(n, seed=, exclude=)`` transcripts that never show a
-    problem of ``task``'s held-out split. Built on first use, atomically."""
-
-    def make():
-        return examples(n_examples, seed=seed, exclude=eval_exclusion(task, eval_size))
-
-    return continue_sft(output_dir, method_warm_start_dir(output_dir, stem, seed), make,
-                        cfg or SFTConfig(seed=seed, **sft), what, {**info, "n_examples": n_examples},
-                        seed=seed, eval_size=eval_size, show_progress=show_progress, console=console)
+    continued on ``examples(n, seed=, exclude=)`` transcripts (never a problem of ``task``'s held-out or
+    validation split) until ``recipe``'s probes reach its target. ``cfg`` without a target trains a fixed
+    number of steps instead (tests, experiments). Built on first use, atomically."""
+    out = method_warm_start_dir(output_dir, stem, seed)
+    if _complete(out):
+        return out
+    cfg = cfg or recipe.sft_config(seed)
+    held_out = eval_exclusion(task, eval_size)
+    valid = task.problems(VALIDATION_SIZE, split="valid", exclude=held_out)
+    probes = recipe.probes(valid, seed=seed)
+    unseen = held_out | {p.problem for p in valid}
+    return continue_sft(output_dir, out, lambda: examples(n_examples, seed=seed, exclude=unseen), cfg, what,
+                        {**info, "n_examples": n_examples}, seed=seed, eval_size=eval_size,
+                        show_progress=show_progress, console=console,
+                        validate=lambda m, tok: probe_scores(m, tok, probes, max_new_tokens=recipe.max_new_tokens))
 
 
 def continue_sft(output_dir, out: Path, examples, cfg: SFTConfig, what: str, info: dict, *, seed: int,
-                  eval_size: int, show_progress: bool, console) -> Path:
+                 eval_size: int, show_progress: bool, console, validate=None) -> Path:
+    """SFT continued from the base warm start; ``validate(model, tokenizer) -> {behaviour: score}`` with
+    ``cfg.target`` trains to the target (the weakest behaviour's score)."""
     from satseq.models.loading import load_causal_lm
 
     if _complete(out):
         return out
     base = ensure_warm_start(output_dir, seed=seed, eval_size=eval_size, show_progress=show_progress, console=console)
-    console(f"[satseq] building a warm start ({cfg.steps} SFT steps on {what} transcripts) -> {out}")
+    targeted = cfg.target is not None and validate is not None
+    length = (f"SFT until its weakest validation behaviour reaches {cfg.target} + {cfg.cooldown_steps} cool-down "
+              f"steps, at most {cfg.steps}" if targeted else f"{cfg.steps} SFT steps")
+    console(f"[satseq] building a warm start ({length} on {what} transcripts) -> {out}")
     model, tok = load_causal_lm(str(base))
-    res = run_sft(model, tok, examples(), cfg, show_progress=show_progress)
+    per_check: list[dict] = []
+
+    def check(m) -> float:
+        scores = validate(m, tok)
+        per_check.append(scores)
+        console(f"[satseq] {out.name} validation check {len(per_check)}: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
+        return weakest(scores)
+
+    res = run_sft(model, tok, examples(), cfg if targeted else replace(cfg, target=None),
+                  show_progress=show_progress, validate=check if targeted else None)
+    for c, scores in zip(res.checks, per_check):
+        c["behaviours"] = scores
+    if res.reached_target is False:
+        raise SatseqError(f"the {what} warm start did not reach its validation target {cfg.target} in {cfg.steps} "
+                          f"SFT steps (weakest behaviour at the end {res.checks[-1]['score']:.2f}: "
+                          f"{res.checks[-1]['behaviours']}); nothing was written to {out}")
     _save_atomically(model, tok, out, {**info, "seed": seed, "base": str(base), "sft": cfg.__dict__,
-                                       "final_loss": res.losses[-1]})
+                                       "final_loss": res.losses[-1], "steps": res.steps,
+                                       "reached_target": res.reached_target, "checks": res.checks})
     return out
 
 

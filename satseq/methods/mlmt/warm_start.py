@@ -5,12 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from satseq.data.sum_of_three import SumOfThreeTask
-from satseq.models.warm_start import HELD_OUT_POOL, ensure_method_warm_start, method_warm_start_dir
+from satseq.models.warm_start import HELD_OUT_POOL, WarmStartRecipe, ensure_method_warm_start, method_warm_start_dir
 
-# 1000 steps: on the base warm start trained to its target (docs/embedded_default.md) 400 steps left the
-# coach's two-stage chain unlearned (held-out greedy: turn 1 0.09, turn 3 0.15, coach 0.16); 1000 steps
-# give, at T = 1: turn 1 0.10, turn 3 0.51, coach 0.74 — the regime MLMT's figures were measured in.
-MLMT_SFT = dict(steps=1000, lr=2e-3, warmup_steps=10)
+def _probes(problems, *, seed: int = 0):
+    from satseq.data.sum_of_three import mlmt_probes
+
+    return mlmt_probes(problems, seed=seed)
+
+
+#: SFT until the coach's two-stage demonstration and the refining solver's copy of the hint are each
+#: right on 90 % of the validation probes (greedy), then 150 cool-down steps (docs/embedded_default.md)
+MLMT_RECIPE = WarmStartRecipe(probes=_probes, target=0.9, lr=2e-3, max_new_tokens=96)
 
 
 def mlmt_warm_start_dir(output_dir: str | Path, seed: int = 0) -> Path:
@@ -22,6 +27,6 @@ def ensure_mlmt_warm_start(output_dir: str | Path, *, seed: int = 0, n_examples:
     from satseq.data.sum_of_three import MIX, mlmt_examples
 
     return ensure_method_warm_start(
-        output_dir, stem="mlmt", task=SumOfThreeTask(seed=seed), examples=mlmt_examples, sft=MLMT_SFT,
+        output_dir, stem="mlmt", task=SumOfThreeTask(seed=seed), examples=mlmt_examples, recipe=MLMT_RECIPE,
         what="three-operand solver/coach/refine", info={"task": "sum-of-three MLMT", "mix": MIX},
         seed=seed, n_examples=n_examples, eval_size=eval_size, **kw)

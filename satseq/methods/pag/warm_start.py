@@ -6,9 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from satseq.data.arithmetic import ArithmeticTask
-from satseq.models.warm_start import HELD_OUT_POOL, ensure_method_warm_start, method_warm_start_dir
+from satseq.models.warm_start import HELD_OUT_POOL, WarmStartRecipe, ensure_method_warm_start, method_warm_start_dir
 
-MULTITURN_SFT = dict(steps=300, lr=1e-3, warmup_steps=10)
+
+
+def _probes(problems, *, seed: int = 0):
+    from satseq.data.multiturn import pag_probes
+
+    return pag_probes(problems, seed=seed)
+
+
+#: SFT until the careful verification and the careful revision are each right on 90 % of the
+#: validation probes (greedy), then 150 cool-down steps (docs/embedded_default.md)
+MULTITURN_RECIPE = WarmStartRecipe(probes=_probes, target=0.9, lr=1e-3, max_new_tokens=48)
 
 
 def multiturn_warm_start_dir(output_dir: str | Path, seed: int = 0) -> Path:
@@ -20,6 +30,6 @@ def ensure_multiturn_warm_start(output_dir: str | Path, *, seed: int = 0, n_exam
     from satseq.data.multiturn import MIX, multiturn_examples
 
     return ensure_method_warm_start(
-        output_dir, stem="multiturn", task=ArithmeticTask(seed=seed), examples=multiturn_examples, sft=MULTITURN_SFT,
+        output_dir, stem="multiturn", task=ArithmeticTask(seed=seed), examples=multiturn_examples, recipe=MULTITURN_RECIPE,
         what="solve/verify/revise/coach/refine", info={"task": "arithmetic-3digit-add multi-turn", "mix": MIX},
         seed=seed, n_examples=n_examples, eval_size=eval_size, **kw)

@@ -1,0 +1,114 @@
+"""Do the headline figures still reproduce? Re-runs the cheap ones and reports each against its
+documented spread (``docs/headlines.json``).
+
+    python bench/reproduce.py --out DIR [--only quickstart chain pag] [--headlines docs/headlines.json]
+
+Run it before a change to a warm start, the sampler, the engine or the trainer's forward lands. The
+cases (each the command its figures were documented with; all share ``DIR``, so the base warm start is
+built once, in ``DIR/embedded``):
+
+* ``quickstart``: ``satseq quickstart --output_dir DIR`` (~4-10 min on 2 cores, + the warm start);
+* ``chain``: ``python bench/multiagent_comparison.py --task chain --out DIR --seeds 0 --threads 1``
+  (SAT-Seq vs the simultaneous update vs GRPO on the chain relay task, one seed);
+* ``pag``: ``satseq compare recipes/compare/pag.yaml --out DIR/compare_pag`` with seed 0 alone.
+
+Each case is resumable as its command is (a finished one is read back, not redone). Prints one row per
+headline: the documented figure (mean ± s.e. over its seeds), the range this check accepts (the
+documented seeds' min..max widened by 2 evaluation standard errors, stated per figure in the JSON), the
+value measured now and whether it is inside; exits 1 if any is outside. Writes ``DIR/reproduce.json``
+and ``DIR/reproduce.md`` (atomically).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _run(cmd: list[str], threads: int | None = None) -> None:
+    env = dict(os.environ)
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    print("$ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+
+
+def quickstart(out: Path) -> dict:
+    res = out / "quickstart" / "results.json"
+    if not res.exists():
+        _run([str(BIN / "satseq"), "quickstart", "--output_dir", str(out)])
+    r = json.loads(res.read_text())
+    return {"warm pass@1": r["warm_start"]["pass@1"], "warm pass@8": r["warm_start"]["pass@8"],
+            "vote before": r["before"]["vote"]["sampled"], "vote SAT-Seq": r["sat_seq"]["vote"]["sampled"],
+            "vote GRPO": r["grpo"]["vote"]["sampled"]}
+
+
+def chain(out: Path) -> dict:
+    res = out / "multiagent_comparison_chain.json"
+    if not (res.exists() and "0" in json.loads(res.read_text())):
+        _run([sys.executable, "bench/multiagent_comparison.py", "--task", "chain", "--out", str(out), "--seeds", "0",
+              "--threads", "1"], threads=1)
+    r = json.loads(res.read_text())["0"]
+    return {"warm vote": r["warm_start"]["vote"], "SAT-Seq vote": r["sat_seq"]["vote_equal_samples"],
+            "simultaneous vote": r["simultaneous"]["vote_equal_samples"], "GRPO vote": r["grpo"]["vote_equal_samples"]}
+
+
+def pag(out: Path) -> dict:
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "recipes/compare/pag.yaml").read_text())
+    spec["seeds"] = [0]
+    d = out / "compare_pag"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "pag_seed0.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    if not (d / "comparison.json").exists():
+        _run([str(BIN / "satseq"), "compare", str(path), "--out", str(d), "--no_progress"], threads=1)
+    r = json.loads((d / "comparison.json").read_text())
+    out_ = {f"{name} Acc@final": seeds[0]["eval"]["accuracy"]["mean"] for name, seeds in r["runs"].items()}
+    warm = next(w for w in r["warm_start"].values() if w)
+    out_["warm Acc@final"] = warm["eval"]["accuracy"]["mean"]
+    return out_
+
+
+CASES = {"quickstart": quickstart, "chain": chain, "pag": pag}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--only", nargs="+", choices=sorted(CASES), default=list(CASES))
+    ap.add_argument("--headlines", type=Path, default=ROOT / "docs" / "headlines.json")
+    a = ap.parse_args()
+    headlines = json.loads(a.headlines.read_text())
+    a.out = a.out.resolve()
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows, measured = [], {}
+    for case in a.only:
+        measured[case] = CASES[case](a.out)
+        for fig in headlines[case]["figures"]:
+            v = measured[case].get(fig["name"])
+            ok = v is not None and fig["lo"] <= v <= fig["hi"]
+            rows.append({"case": case, **fig, "measured": v, "within": ok})
+    from satseq.utils.io import write_json, write_text
+
+    def num(v) -> str:
+        return "—" if v is None else f"{v:.3f}"
+
+    md = ["| case | figure | documented | accepted range | now | within |", "|---|---|---|---|---|---|"]
+    md += [f"| {r['case']} | {r['name']} | {r['documented']} | {r['lo']:.3f}–{r['hi']:.3f} | {num(r['measured'])} | "
+           f"{'yes' if r['within'] else '**no**'} |" for r in rows]
+    write_json(a.out / "reproduce.json", {"rows": rows, "measured": measured})
+    write_text(a.out / "reproduce.md", "\n".join(md) + "\n")
+    print("\n".join(md))
+    sys.exit(0 if all(r["within"] for r in rows) else 1)
+
+
+if __name__ == "__main__":
+    main()
