@@ -134,3 +134,12 @@ def test_every_embedded_warm_start_has_a_target_recipe():
     assert set(EMBEDDED_TASKS) == {"chain"}  # a new named task needs a recipe here too
     for r in (CHAIN_RECIPE, MLMT_RECIPE, MULTITURN_RECIPE):
         assert 0.5 < r.target <= 1 and r.max_steps > r.cooldown_steps + r.check_every
+
+
+def test_the_target_is_on_the_weakest_targeted_behaviour():
+    from satseq.methods.pag.warm_start import MULTITURN_RECIPE
+    from satseq.models.warm_start import weakest
+
+    scores = {"careful_verify": 0.5, "careful_revise": 0.95}
+    assert weakest(scores) == 0.5 and weakest(scores, ("careful_revise",)) == 0.95
+    assert MULTITURN_RECIPE.targeted == ("careful_revise",)  # recorded, not targeted: careful_verify

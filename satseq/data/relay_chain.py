@@ -8,11 +8,17 @@ of the agents before it. The tiny model can reach the sum three ways, all in its
 
 * **single pass** — one three-operand column chain (``7+9+6+0=22,...;\\boxed{762}``), practised
   little in the warm start; or a hasty ``\\boxed{762}``, almost never right;
-* **stage 1** (first agent) — the two-operand chain of ``a+b`` only, ``part:7+9+0=16,...;\\boxed{636}``:
-  not the answer, but an operand for the next agent;
-* **stage 2** (a later agent) — the two-operand chain of (the previous agent's answer) + ``c``,
-  ``next:6+6+0=12,...;\\boxed{762}``: right when the previous answer was ``a+b``;
+* **stage 1** (first agent) — ``a+b`` only, ``part:347+289=7+9+0=16,...;\\boxed{636}``: not the
+  answer, but an operand for the next agent;
+* **stage 2** (a later agent) — (the previous agent's answer) + ``c``,
+  ``next:636+126=6+6+0=12,...;\\boxed{762}``: right when the previous answer was ``a+b``;
 * **copy** (third agent) — ``same:\\boxed{762}``, the second agent's answer.
+
+A stage restates its two operands before their column chain, so the chain runs in the base warm
+start's own layout (``347+289=`` then the columns): without the restatement the operands sit at other
+offsets than the base task's, and on the base warm start trained to its target the stages stayed near
+0.1 greedy accuracy after 900 SFT steps (measured; with it, the chain warm start reaches its target in
+≈ 700 steps, docs/embedded_default.md).
 
 The vote of the relay (majority, ties toward the later agent) is right when agents 2 and 3 agree on
 the sum. The joint policy "stage 1 → stage 2 → copy" is right ≈ 0.8 of the time; a single agent alone
@@ -35,10 +41,11 @@ STAGE1, STAGE2, COPY = "part:", "next:", "same:"
 #: the task's ``rollout.max_new_tokens`` default: a stage restates its operands, then the chain (≈ 52 characters)
 MAX_NEW_TOKENS = 64
 #: warm-start behaviour weights at relay positions 1, 2, 3, and how often each position is drawn. The
-#: stage steps are practised, the one-shot single pass barely (1 transcript in 40): the regime this task
+#: stage steps are practised, the one-shot single pass barely (1 transcript in 28): the regime this task
 #: is about, a model that can take the two-operand step but not the whole computation (measured:
 #: docs/sat_seq.md). Stage 2 gets the largest share: reading an operand from an earlier agent's slot is
-#: the one new skill (a third of this share left it right 1 time in 10; measured, raised).
+#: the one new skill (a third of this share left it right 1 time in 10; measured, raised). Positions 1
+#: and 3 are drawn 2 times in 7 each (stage 1 and the copy were the slowest to reach the target at 1 in 5).
 MIX = {1: {"stage1": 3, "single": 1, "hasty": 4},
        2: {"stage2": 8, "hasty": 2},
        3: {"stage2": 3, "copy": 3, "hasty": 2}}

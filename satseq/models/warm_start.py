@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from satseq.data.arithmetic import ArithmeticTask
 from satseq.models.tiny import build_tiny_model, save_model_dir
@@ -125,6 +125,7 @@ class WarmStartRecipe:
 
     probes: Callable[..., list]  # (validation problems, seed=) -> [Probe]
     target: float = 0.9
+    targeted: Optional[tuple[str, ...]] = None  # the probe kinds the target is on (None: all; others only recorded)
     lr: float = 2e-3
     warmup_steps: int = 10
     check_every: int = 50
@@ -137,9 +138,9 @@ class WarmStartRecipe:
                          target=self.target, check_every=self.check_every, cooldown_steps=self.cooldown_steps)
 
 
-def weakest(scores: dict[str, float]) -> float:
-    """A warm start's validation score: its weakest probed behaviour."""
-    return min(scores.values())
+def weakest(scores: dict[str, float], kinds: Optional[tuple[str, ...]] = None) -> float:
+    """A warm start's validation score: its weakest probed behaviour (of ``kinds``, default all)."""
+    return min(v for k, v in scores.items() if kinds is None or k in kinds)
 
 
 def ensure_method_warm_start(output_dir: str | Path, *, stem: str, task, examples, recipe: WarmStartRecipe,
@@ -161,21 +162,23 @@ def ensure_method_warm_start(output_dir: str | Path, *, stem: str, task, example
     return continue_sft(output_dir, out, lambda: examples(n_examples, seed=seed, exclude=unseen), cfg, what,
                         {**info, "n_examples": n_examples}, seed=seed, eval_size=eval_size,
                         show_progress=show_progress, console=console,
-                        validate=lambda m, tok: probe_scores(m, tok, probes, max_new_tokens=recipe.max_new_tokens))
+                        validate=lambda m, tok: probe_scores(m, tok, probes, max_new_tokens=recipe.max_new_tokens),
+                        targeted=recipe.targeted)
 
 
 def continue_sft(output_dir, out: Path, examples, cfg: SFTConfig, what: str, info: dict, *, seed: int,
-                 eval_size: int, show_progress: bool, console, validate=None) -> Path:
+                 eval_size: int, show_progress: bool, console, validate=None,
+                 targeted: Optional[tuple[str, ...]] = None) -> Path:
     """SFT continued from the base warm start; ``validate(model, tokenizer) -> {behaviour: score}`` with
-    ``cfg.target`` trains to the target (the weakest behaviour's score)."""
+    ``cfg.target`` trains to the target (the weakest ``targeted`` behaviour's score; default all)."""
     from satseq.models.loading import load_causal_lm
 
     if _complete(out):
         return out
     base = ensure_warm_start(output_dir, seed=seed, eval_size=eval_size, show_progress=show_progress, console=console)
-    targeted = cfg.target is not None and validate is not None
+    to_target = cfg.target is not None and validate is not None
     length = (f"SFT until its weakest validation behaviour reaches {cfg.target} + {cfg.cooldown_steps} cool-down "
-              f"steps, at most {cfg.steps}" if targeted else f"{cfg.steps} SFT steps")
+              f"steps, at most {cfg.steps}" if to_target else f"{cfg.steps} SFT steps")
     console(f"[satseq] building a warm start ({length} on {what} transcripts) -> {out}")
     model, tok = load_causal_lm(str(base))
     per_check: list[dict] = []
@@ -185,10 +188,10 @@ def continue_sft(output_dir, out: Path, examples, cfg: SFTConfig, what: str, inf
         per_check.append(scores)
         console(f"[satseq] {out.name} validation check {len(per_check)}: "
                 + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
-        return weakest(scores)
+        return weakest(scores, targeted)
 
-    res = run_sft(model, tok, examples(), cfg if targeted else replace(cfg, target=None),
-                  show_progress=show_progress, validate=check if targeted else None)
+    res = run_sft(model, tok, examples(), cfg if to_target else replace(cfg, target=None),
+                  show_progress=show_progress, validate=check if to_target else None)
     for c, scores in zip(res.checks, per_check):
         c["behaviours"] = scores
     if res.reached_target is False:
