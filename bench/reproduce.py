@@ -90,6 +90,9 @@ def main() -> None:
     a.out = a.out.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
     rows, measured = [], {}
+    missing = [c for c in a.only if c not in headlines]
+    if missing:
+        sys.exit(f"error: {a.headlines}: no documented figures for {', '.join(missing)}")
     for case in a.only:
         measured[case] = CASES[case](a.out)
         for fig in headlines[case]["figures"]:
