@@ -52,8 +52,9 @@ def chain_regime(root: Path, seed: int, n: int = 4) -> dict:
     from satseq.runtime import build_runtime
 
     torch.set_num_threads(1)
+    ws = root / "embedded" / f"chain_seed{seed}"  # this seed's (model.path=embedded means seed 0's)
     cfg = satseq.load(overrides=["method=sat_seq", "data.embedded_task=chain", "data.eval_size=200",
-                                 f"output_dir={root}", f"seed={seed}",
+                                 f"model.path={ws}", f"output_dir={root}", f"seed={seed}",
                                  "trainer.progress=false", "run_name=regime"])
     rt = build_runtime(cfg, get_method("sat_seq"), console=lambda *a: None)
     agents = rt.pool.names
