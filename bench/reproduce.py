@@ -10,7 +10,7 @@ built once, in ``DIR/embedded``):
 * ``quickstart``: ``satseq quickstart --output_dir DIR`` (~4-10 min on 2 cores, + the warm start);
 * ``chain``: ``python bench/multiagent_comparison.py --task chain --out DIR --seeds 0 --threads 1``
   (SAT-Seq vs the simultaneous update vs GRPO on the chain relay task, one seed);
-* ``pag``: ``satseq compare recipes/compare/pag.yaml --out DIR/compare_pag`` with seed 0 alone.
+* ``pag``: ``satseq compare recipes/compare/pag.yaml --out DIR`` with seed 0 alone.
 
 Each case is resumable as its command is (a finished one is read back, not redone). Prints one row per
 headline: the documented figure (mean ± s.e. over its seeds), the range this check accepts (the
@@ -64,13 +64,11 @@ def pag(out: Path) -> dict:
 
     spec = yaml.safe_load((ROOT / "recipes/compare/pag.yaml").read_text())
     spec["seeds"] = [0]
-    d = out / "compare_pag"
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / "pag_seed0.yaml"
+    path = out / "pag_seed0.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    if not (d / "comparison.json").exists():
-        _run([str(BIN / "satseq"), "compare", str(path), "--out", str(d), "--no_progress"], threads=1)
-    r = json.loads((d / "comparison.json").read_text())
+    if not (out / "comparison.json").exists():  # --out DIR: the warm starts in DIR/embedded, shared
+        _run([str(BIN / "satseq"), "compare", str(path), "--out", str(out), "--no_progress"], threads=1)
+    r = json.loads((out / "comparison.json").read_text())
     out_ = {f"{name} Acc@final": seeds[0]["eval"]["accuracy"]["mean"] for name, seeds in r["runs"].items()}
     warm = next(w for w in r["warm_start"].values() if w)
     out_["warm Acc@final"] = warm["eval"]["accuracy"]["mean"]

@@ -22,9 +22,8 @@ def _fake_outputs(out: Path) -> None:
     run = {"vote_equal_samples": 0.5}
     (out / "multiagent_comparison_chain.json").write_text(json.dumps(
         {"0": {"warm_start": {"vote": 0.2}, "sat_seq": run, "simultaneous": run, "grpo": run}}))
-    (out / "compare_pag").mkdir()
     ev = {"eval": {"accuracy": {"mean": 0.5}}}
-    (out / "compare_pag" / "comparison.json").write_text(json.dumps(
+    (out / "comparison.json").write_text(json.dumps(
         {"runs": {"pag": [ev], "apo_pag": [ev]}, "warm_start": {"pag": {"eval": {"accuracy": {"mean": 0.4}}}}}))
 
 
