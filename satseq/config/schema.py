@@ -78,7 +78,7 @@ class DataConfig(Section):
 
 # ------------------------------------------------------------------------------------- rollout
 class RolloutConfig(Section):
-    max_new_tokens: int = Field(48, ge=1, description="maximum tokens generated per agent turn (a method may set its own default: 96 for mlmt)")
+    max_new_tokens: int = Field(48, ge=1, description="maximum tokens generated per agent turn (a method or an embedded task may set its own default: 96 for mlmt, 64 for data.embedded_task=chain)")
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature (0 = greedy)")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     stop: list[str] = Field(default_factory=list, description="extra stop strings ending a response")
