@@ -7,7 +7,7 @@ Run it before a change to a warm start, the sampler, the engine or the trainer's
 cases (each the command its figures were documented with; all share ``DIR``, so the base warm start is
 built once, in ``DIR/embedded``):
 
-* ``quickstart``: ``satseq quickstart --output_dir DIR`` (~4-10 min on 2 cores, + the warm start);
+* ``quickstart``: ``satseq quickstart --output-dir DIR`` (~4-10 min on 2 cores, + the warm start);
 * ``chain``: ``python bench/multiagent_comparison.py --task chain --out DIR --seeds 0 --threads 1``
   (SAT-Seq vs the simultaneous update vs GRPO on the chain relay task, one seed);
 * ``pag``: ``satseq compare recipes/compare/pag.yaml --out DIR`` with seed 0 alone.
@@ -36,13 +36,15 @@ def _run(cmd: list[str], threads: int | None = None) -> None:
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+    rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    if rc:
+        sys.exit(f"error: `{' '.join(cmd)}` exited with status {rc} (its output is above)")
 
 
 def quickstart(out: Path) -> dict:
     res = out / "quickstart" / "results.json"
     if not res.exists():
-        _run([str(BIN / "satseq"), "quickstart", "--output_dir", str(out)])
+        _run([str(BIN / "satseq"), "quickstart", "--output-dir", str(out)])
     r = json.loads(res.read_text())
     return {"warm pass@1": r["warm_start"]["pass@1"], "warm pass@8": r["warm_start"]["pass@8"],
             "vote before": r["before"]["vote"]["sampled"], "vote SAT-Seq": r["sat_seq"]["vote"]["sampled"],
