@@ -16,19 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from satseq.models.warm_start import HELD_OUT_POOL, WarmStartRecipe, ensure_method_warm_start
+from satseq.data.relay_chain import chain_probes
 
 DEFAULT = "default"
 
 
-def _chain_probes(problems, *, seed: int = 0):
-    from satseq.data.relay_chain import chain_probes
-
-    return chain_probes(problems, seed=seed)
-
 
 #: SFT on the chain transcripts until stage 1, stage 2 and copy are each right on 85 % of the
 #: validation probes (greedy), then 150 cool-down steps (docs/embedded_default.md)
-CHAIN_RECIPE = WarmStartRecipe(probes=_chain_probes, target=0.85, lr=2e-3, max_new_tokens=64)
+CHAIN_RECIPE = WarmStartRecipe(probes=chain_probes, target=0.85, lr=2e-3, max_new_tokens=64)
 
 
 def ensure_chain_warm_start(output_dir: str | Path, *, seed: int = 0, n_examples: int = 64000,

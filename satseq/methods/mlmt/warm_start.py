@@ -6,16 +6,12 @@ from pathlib import Path
 
 from satseq.data.sum_of_three import SumOfThreeTask
 from satseq.models.warm_start import HELD_OUT_POOL, WarmStartRecipe, ensure_method_warm_start, method_warm_start_dir
-
-def _probes(problems, *, seed: int = 0):
-    from satseq.data.sum_of_three import mlmt_probes
-
-    return mlmt_probes(problems, seed=seed)
+from satseq.data.sum_of_three import mlmt_probes
 
 
 #: SFT until the coach's two-stage demonstration and the refining solver's copy of the hint are each
 #: right on 90 % of the validation probes (greedy), then 150 cool-down steps (docs/embedded_default.md)
-MLMT_RECIPE = WarmStartRecipe(probes=_probes, target=0.9, lr=2e-3, max_new_tokens=96)
+MLMT_RECIPE = WarmStartRecipe(probes=mlmt_probes, target=0.9, lr=2e-3, max_new_tokens=96)
 
 
 def mlmt_warm_start_dir(output_dir: str | Path, seed: int = 0) -> Path:

@@ -7,20 +7,16 @@ from pathlib import Path
 
 from satseq.data.arithmetic import ArithmeticTask
 from satseq.models.warm_start import HELD_OUT_POOL, WarmStartRecipe, ensure_method_warm_start, method_warm_start_dir
+from satseq.data.multiturn import pag_probes
 
 
-
-def _probes(problems, *, seed: int = 0):
-    from satseq.data.multiturn import pag_probes
-
-    return pag_probes(problems, seed=seed)
 
 
 #: SFT until the careful revision is right on 90 % of the validation probes (greedy), then 150
 #: cool-down steps (docs/embedded_default.md). The careful verification is probed and recorded, not a
 #: target: SFT does not teach it (greedy 0.45-0.56 on ok/no probes, chance, through 850 steps at lr 1e-3;
 #: measured), which is the regime PAG's figures describe (its verifier starts as a guess).
-MULTITURN_RECIPE = WarmStartRecipe(probes=_probes, target=0.9, targeted=("careful_revise",), lr=1e-3,
+MULTITURN_RECIPE = WarmStartRecipe(probes=pag_probes, target=0.9, targeted=("careful_revise",), lr=1e-3,
                                    max_new_tokens=48)
 
 
