@@ -58,7 +58,7 @@ def main(argv=None) -> None:
         model, tok = build_tiny_model(seed=0, hidden=args.hidden, layers=args.layers, ffn=4 * args.hidden,
                                       heads=args.hidden // 64, kv_heads=max(1, args.hidden // 192))
         save_model_dir(model, tok, model_dir)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     agents = '[{"name": "agent_1"}, {"name": "agent_2"}]'
     cfg = finalize(load_config(None, [
         f"model.path={model_dir}", f"sat_seq.agents={agents}", "trainer.backend=ray", "threads=1",

@@ -60,7 +60,8 @@ def connect_ray(address: str, console=print) -> dict:
 
 def start_ray(address: str | None, placement: list, console=print) -> dict:
     """Join ``address``, reuse a cluster this process already joined (tests, benches), or start a
-    local one with enough logical CPUs for ``placement`` (``ray.init(num_cpus=..., include_dashboard=False)``);
+    new local one (never another Ray instance found on this machine) with enough logical CPUs for
+    ``placement`` (``ray.init(address="local", num_cpus=..., include_dashboard=False)``);
     then check that the cluster can hold ``placement``."""
     ray = import_ray(local=not address)
     if ray.is_initialized():
@@ -73,7 +74,7 @@ def start_ray(address: str | None, placement: list, console=print) -> dict:
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         need = sum(p.num_cpus for p in placement)
         cpus = max(os.cpu_count() or 1, int(-(-need // 1)))
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
         info = _cluster_info(ray, "local")
         console(f"[satseq] started a local Ray cluster: {cpus:g} logical CPUs on {os.cpu_count()} cores")
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
