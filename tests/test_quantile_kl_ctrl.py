@@ -137,3 +137,61 @@ def test_config_errors():
         QuantileKLController(max_backtracks=-1)
     with pytest.raises(ConfigError, match="backtrack_alpha"):
         QuantileKLController(alpha=1.0)
+
+
+# ------------------------------------------------------------------ the stability study's ablations
+def test_mean_statistic_accepts_a_heavy_tail_the_quantile_rejects():
+    """980 states with KL 0 and 20 with KL 1: mean 0.02, q99 1.0; target 0.05."""
+    kl = torch.cat([torch.zeros(980), torch.ones(20)])
+    model, X, y, opt = _setup()
+    run = dict(params=list(model.parameters()), optimizer=opt, beta=0.1, propose=lambda b: None, measure_kl=lambda: kl)
+    q = QuantileKLController(target_kl=0.05, max_backtracks=2).run(**run)
+    m = QuantileKLController(target_kl=0.05, max_backtracks=2, statistic="mean").run(**run)
+    assert not q.accepted and q.kl_quantile == pytest.approx(1.0)
+    assert m.accepted and m.backtracks == 0 and m.kl_mean == pytest.approx(0.02) and m.kl_quantile == pytest.approx(1.0)
+
+
+def test_without_the_check_every_proposal_stands():
+    model, X, y, opt = _setup(2)
+    twin, _, _, twin_opt = _setup(2)
+    with torch.no_grad():
+        ref = model(X).clone()
+    res = QuantileKLController(target_kl=1e-12, check=False).run(
+        list(model.parameters()), opt, 0.5, lambda b: _train(model, opt, X, y, 6), lambda: exact_kl(model(X), ref))
+    _train(twin, twin_opt, X, y, 6)
+    assert res.accepted and res.backtracks == 0 and res.step_scale == 1.0 and res.kl_quantile > 1e-12
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters()))
+
+
+def test_beta_growth_alone_proposes_again_from_the_snapshot():
+    """on_fail=beta: each failed check restores θ_cur and Adam's state and proposes again with β × 1.5;
+    the step is never shrunk. Here the third proposal passes."""
+    model, X, y, opt = _setup()
+    _train(model, opt, X, y, steps=3)
+    p0 = [p.detach().clone() for p in model.parameters()]
+    o0 = _opt_tensors(opt)
+    betas: list[float] = []
+
+    def propose(beta):
+        _assert_state_equal(model, opt, p0, o0)
+        betas.append(beta)
+        _train(model, opt, X, y, steps=4)
+
+    res = QuantileKLController(target_kl=0.4, max_backtracks=5, on_fail="beta").run(
+        list(model.parameters()), opt, 0.01, propose, lambda: torch.tensor([1.0 / len(betas)]))
+    assert res.accepted and res.backtracks == 2 and res.step_scale == 1.0
+    assert betas == pytest.approx([0.01, 0.015, 0.0225]) and res.beta == pytest.approx(0.0225)
+    twin, X2, y2, twin_opt = _setup()
+    _train(twin, twin_opt, X2, y2, steps=7)  # the snapshot's 3 steps and the accepted proposal's 4
+    assert all(torch.allclose(a, b, atol=0, rtol=0) for a, b in zip(model.parameters(), twin.parameters()))
+    # and a proposal that never passes is rejected with θ_cur and the optimizer restored
+    res = QuantileKLController(target_kl=1e-12, max_backtracks=2, on_fail="beta").run(
+        list(model.parameters()), opt, 0.01, lambda b: _train(model, opt, X, y, steps=2), lambda: torch.ones(3))
+    assert not res.accepted and res.step_scale == 0.0
+
+
+def test_ablation_options_are_checked():
+    with pytest.raises(ConfigError, match="statistic"):
+        QuantileKLController(statistic="median")
+    with pytest.raises(ConfigError, match="on_fail"):
+        QuantileKLController(on_fail="grow")

@@ -185,3 +185,19 @@ def test_has_dropout_sees_lora_dropout_and_attention_dropout(tiny):
     m3 = copy.deepcopy(model)
     m3.extra = torch.nn.Dropout(0.05)
     assert has_dropout(m3)
+
+
+def test_without_the_is_factor_every_agent_has_weight_one_and_the_first_agent_is_unchanged(tiny):
+    """sat_seq.importance_weight=false (the stability study's ablation): c = 1 for every agent; the first
+    agent in the order, whose c is 1 anyway, takes the same step as with the factor on."""
+    runs = {}
+    for iw in (True, False):
+        cfg, pool, coord, wf, eng, gen = _setup(tiny, **{"sat_seq.lr": 1e-4, "algorithm.kl_ctrl.target_kl": 10.0,
+                                                         "sat_seq.importance_weight": iw})
+        m = coord.update(0, _episodes(wf, pool, eng, gen))
+        runs[iw] = (m, {a: pool.trainable_state(a) for a in AGENTS})
+    (m_on, s_on), (m_off, s_off) = runs[True], runs[False]
+    assert m_on["agent_3/is_weight_mean"] < 1.0 and all(m_off[f"{a}/is_weight_mean"] == 1.0 for a in AGENTS)
+    assert all(torch.equal(s_on["agent_1"][k], s_off["agent_1"][k]) for k in s_on["agent_1"])
+    assert any(not torch.equal(s_on["agent_3"][k], s_off["agent_3"][k]) for k in s_on["agent_3"])
+

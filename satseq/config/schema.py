@@ -94,6 +94,9 @@ class KLCtrlConfig(Section):
     target_kl: float = Field(0.05, gt=0.0, description="target KL divergence threshold delta")
     quantile: float = Field(0.99, gt=0.0, lt=1.0, description="quantile level for the KL check (1 - alpha), 0<q<1")
     estimator: KLEstimator = Field("exact", description="per-state KL used by the quantile check")
+    statistic: Literal["quantile", "mean"] = Field("quantile", description="what the check compares with target_kl: the q-quantile of the per-state KL (SAT-Seq) or its mean (ablation)")
+    on_fail: Literal["shrink", "beta"] = Field("shrink", description="after a failed check: shrink the step along the proposal, theta_cur + alpha^j * step, with beta x1.5 (SAT-Seq), or restore theta_cur and propose again with beta x1.5 only (ablation: beta growth alone)")
+    check: bool = Field(True, description="false: accept every proposal as it is (ablation: SAT-Seq without its trust region; the KL is still measured and logged)")
 
 
 class AlgorithmConfig(Section):
@@ -147,6 +150,12 @@ class TrainerConfig(Section):
         "local", description="local: every agent in this process (needs no Ray); ray: each agent (or group of LoRA agents) in a Ray actor placed by trainer.placement, the driver stays the single controller; sat_seq and grpo only (docs/scale.md)")
     placement: list[ActorPlacement] = Field(
         default_factory=list, description="backend=ray: one entry per actor, the agents it hosts and the resources it reserves (empty: one actor per agent, 1 CPU each; docs/scale.md)")
+    strategy: Literal["replicate", "fsdp2"] = Field(
+        "replicate", description="under torchrun, how each agent trains over the ranks: replicate (every rank holds the whole agent, gradients all-reduced) or fsdp2 (parameters, gradients and AdamW states sharded with torch's fully_shard, per decoder layer then the root; the trainer state through torch.distributed.checkpoint, resumable on another number of ranks; backend=local only; docs/scale.md)")
+    fsdp_mixed_precision: Literal["off", "bf16"] = Field(
+        "off", description="strategy=fsdp2 on CUDA: bf16 parameters in forward and backward, gradients reduced in fp32 (FSDP2's MixedPrecisionPolicy)")
+    fsdp_cpu_offload: bool = Field(
+        False, description="strategy=fsdp2 on CUDA: keep the sharded parameters, gradients and optimizer states in CPU memory (FSDP2's CPUOffloadPolicy)")
     pipeline_micro_batches: int = Field(
         1, ge=1, description="backend=ray: roll a stage out in this many micro-batches of prompts run concurrently, so agent k+1 works on micro-batch b while agent k works on b+1; the same episodes as 1 (per-episode streams; docs/scale.md)")
 

@@ -32,7 +32,7 @@ def _summary(rows: list[list[bool]], ks: tuple[int, ...]) -> dict:
     return out
 
 
-def evaluate_relay(pool, agents: list[str], fmt, engine, problems, *, n: int = 1, sampling: SamplingParams,
+def evaluate_relay(pool, agents: list[str] | dict[str, str], fmt, engine, problems, *, n: int = 1, sampling: SamplingParams,
                    generator: torch.Generator | None = None, ks: tuple[int, ...] = (1,)) -> dict:
     episodes = RelayWorkflow(agents, fmt, sampling).rollout(problems, pool, engine, group_size=n, generator=generator)
     grade_episodes(episodes)

@@ -36,6 +36,7 @@ class SatSeqConfig(Section):
     scheduler: Literal["fixed", "random", "round_robin", "greedy"] = Field(
         "random", description="order in which agents are updated within a stage")
     ppo_epochs: int = Field(1, ge=1, description="passes over the stage's rollouts per agent update")
+    importance_weight: bool = Field(True, description="weight agent i's loss by the truncated IS factor c = min(1, prod over the agents already updated this stage of pi_new/pi_cur) (SAT-Seq); false = c = 1 (ablation)")
     mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
     ratio: Literal["seq_mean", "token", "product"] = Field(
         "seq_mean", description="importance ratio form: mean log-ratio per sequence, per token, or sequence product")

@@ -70,9 +70,9 @@ class SatSeq(Method):
     def held_out_metrics(self, cfg, rt, workflow, generator) -> dict:
         from satseq.eval.rollout_eval import evaluate_relay
 
-        names = rt.pool.names
-        r = evaluate_relay(rt.pool, names, rt.fmt, rt.engine, rt.eval, sampling=rt.sampling, generator=generator)
-        return {"eval/vote_accuracy": r["vote"]["acc"], **{f"eval/{n}/accuracy": r[n]["acc"] for n in names}}
+        roles = self.roles(cfg, rt.pool.names)  # role -> agent (one agent for all roles: shared_policy)
+        r = evaluate_relay(rt.pool, roles, rt.fmt, rt.engine, rt.eval, sampling=rt.sampling, generator=generator)
+        return {"eval/vote_accuracy": r["vote"]["acc"], **{f"eval/{n}/accuracy": r[n]["acc"] for n in roles}}
 
     def dashboard(self, axes, rows, agents, run_dir) -> None:
         from satseq.methods.sat_seq.dashboard import sat_seq_panels

@@ -61,7 +61,8 @@ class StageCoordinator:
         self.scheduler = AgentScheduler(self.agents, mode=s.scheduler, seed=cfg.seed)
         kc = cfg.algorithm.kl_ctrl
         self.controller = QuantileKLController(target_kl=kc.target_kl, quantile=kc.quantile,
-                                               max_backtracks=s.max_backtracks, alpha=s.backtrack_alpha)
+                                               max_backtracks=s.max_backtracks, alpha=s.backtrack_alpha,
+                                               statistic=kc.statistic, on_fail=kc.on_fail, check=kc.check)
         self.betas = {n: kc.kl_coef for n in self.agents}
         self.optimizers = self._make_optimizers()
         self.loss_fn = get_loss(s.policy_loss)
@@ -92,7 +93,8 @@ class StageCoordinator:
             metrics["time/certificate_start"] = time.perf_counter() - t0
         updated_log_ratios: list[torch.Tensor] = []
         for name in order:
-            c = truncated_is_weight(updated_log_ratios, num_episodes=E) if updated_log_ratios else torch.ones(E)
+            c = truncated_is_weight(updated_log_ratios, num_episodes=E) \
+                if updated_log_ratios and s.importance_weight else torch.ones(E)
             batch = turns_of(episodes, name, adv.normalized)
             t0 = time.perf_counter()
             res, seq_lr, m = self._update_agent(name, batch, c[batch.episode])

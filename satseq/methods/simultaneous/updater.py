@@ -32,11 +32,13 @@ _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
 
 
 class SimultaneousUpdater:
-    def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu"):
+    def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu", *,
+                 trainable: list[str] | None = None):
+        """``trainable``: the pool agents to update (default: the ``sat_seq.agents`` marked trainable;
+        ``method=shared_policy`` passes its one agent, which plays every role)."""
         s = cfg.sat_seq
         self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
-        self.agents = [a.name for a in s.agents]
-        self.trainable = [a.name for a in s.agents if a.trainable]
+        self.trainable = trainable if trainable is not None else [a.name for a in s.agents if a.trainable]
         self.optimizers = {n: make_optimizer(pool, n, s.lr, cfg) for n in self.trainable}
         self.loss_fn = get_loss(s.policy_loss)
         self.options = {"ratio": _RATIO[s.ratio]} if "ratio" in inspect.signature(self.loss_fn).parameters else {}

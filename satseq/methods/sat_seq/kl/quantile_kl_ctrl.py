@@ -24,6 +24,15 @@ j of the accepted step (0 = the full proposal), ``step_scale`` α^j (0 after a r
 containing NaN fails the check. Gradients (``.grad``) are not part of the snapshot: the proposal
 must zero them before use, as every training loop does. An LR scheduler is not part of the snapshot
 either: step it outside ``propose`` (once per stage).
+
+Ablations (issue 28's stability study; defaults are SAT-Seq's):
+
+* ``statistic="mean"``: the check compares the *mean* per-state KL with the target instead of the
+  q-quantile;
+* ``on_fail="beta"``: a failed check does not shrink the step: the snapshot is restored and the agent
+  **proposes again** from θ_cur with β ← 1.5 β (each retry costs a proposal, not only a forward);
+  ``step_scale`` stays 1 and ``backtracks`` counts the re-proposals;
+* ``check=False``: every proposal is accepted as it is (the KL is still measured and logged).
 """
 from __future__ import annotations
 
@@ -67,7 +76,8 @@ class QuantileKLController:
     """Propose once, measure, then shrink the step along the proposal until the check holds."""
 
     def __init__(self, target_kl: float = 0.05, quantile: float = 0.99, max_backtracks: int = 5,
-                 beta_growth: float = 1.5, alpha: float = 0.5):
+                 beta_growth: float = 1.5, alpha: float = 0.5, statistic: str = "quantile",
+                 on_fail: str = "shrink", check: bool = True):
         if not target_kl > 0:
             raise ConfigError(f"algorithm.kl_ctrl.target_kl must be > 0, got {target_kl}")
         if not 0.0 < quantile <= 1.0:
@@ -78,6 +88,11 @@ class QuantileKLController:
             raise ConfigError(f"beta_growth must be >= 1, got {beta_growth}")
         if not 0.0 < alpha < 1.0:
             raise ConfigError(f"sat_seq.backtrack_alpha must be in (0, 1), got {alpha}")
+        if statistic not in ("quantile", "mean"):
+            raise ConfigError(f"algorithm.kl_ctrl.statistic must be quantile or mean, got {statistic!r}")
+        if on_fail not in ("shrink", "beta"):
+            raise ConfigError(f"algorithm.kl_ctrl.on_fail must be shrink or beta, got {on_fail!r}")
+        self.statistic, self.on_fail, self.check = statistic, on_fail, bool(check)
         self.target_kl = float(target_kl)
         self.quantile = float(quantile)
         self.max_backtracks = int(max_backtracks)
@@ -106,7 +121,14 @@ class QuantileKLController:
             step = [p.detach() - s for p, s in zip(params, p_snap)]
         scale = 1.0
         for j in range(self.max_backtracks + 1):
-            if j > 0:
+            if j > 0 and self.on_fail == "beta":  # re-propose from θ_cur with a larger penalty
+                beta *= self.beta_growth
+                with torch.no_grad():
+                    for p, s in zip(params, p_snap):
+                        p.copy_(s)
+                optimizer.load_state_dict(copy.deepcopy(o_snap))
+                propose(beta)
+            elif j > 0:
                 scale = self.alpha ** j
                 beta *= self.beta_growth
                 with torch.no_grad():
@@ -118,9 +140,10 @@ class QuantileKLController:
                 mean = float(kl.double().mean()) if kl.numel() else 0.0
                 mx = float(kl.double().max()) if kl.numel() else 0.0
             attempts.append((scale, q))
-            if q <= self.target_kl:  # False for NaN
+            checked = q if self.statistic == "quantile" else mean
+            if not self.check or checked <= self.target_kl:  # False for NaN
                 return KLCheckResult(True, j, beta, q, mean, mx, scale, attempts)
-            if j == 0:  # the step will be shrunk or rejected: the proposal's moments do not describe it
+            if j == 0 and self.on_fail == "shrink":  # the proposal's moments do not describe a shrunk step
                 optimizer.load_state_dict(copy.deepcopy(o_snap))
         with torch.no_grad():
             for p, s in zip(params, p_snap):
