@@ -164,6 +164,34 @@ def test_second_call_redoes_no_cell(swept):
     assert [p.stat().st_mtime_ns for p in watched] == before
 
 
+def _untimed(path: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(x).items() if not k.startswith("time/")} for x in path.read_text().splitlines()]
+
+
+def test_cells_side_by_side_give_the_cells_of_one_at_a_time(swept, tmp_path):
+    """--jobs 2: two worker processes; every cell's metrics and held-out evaluation equal the sequential
+    (killed and resumed) run's."""
+    tmp, f, _, _, _ = swept
+    spec = f.read_text().replace(str(tmp / "out"), str(tmp_path / "out"))
+    (tmp_path / "c.yaml").write_text(spec)
+    r = _compare([str(tmp_path / "c.yaml"), "--no_progress", "--jobs", "2"])
+    assert r.returncode == 0, r.stderr
+    assert "2 at a time" in r.stdout and f"[{CELLS[1]} seed 1]" in r.stdout
+    seq, par = (json.loads((d / "comparison.json").read_text()) for d in (tmp / "out", tmp_path / "out"))
+    for cell in CELLS:
+        assert [x["eval"] for x in par["runs"][cell]] == [x["eval"] for x in seq["runs"][cell]]
+        for seed in (0, 1):
+            name = f"{cell}_seed{seed}/metrics.jsonl"
+            assert _untimed(tmp_path / "out" / name) == _untimed(tmp / "out" / name)
+
+
+def test_a_seconds_budget_is_not_run_side_by_side(tmp_path):
+    (tmp_path / "c.yaml").write_text("budget: {seconds: 10}\nruns: [{name: a, method: grpo}]\n")
+    r = _compare([str(tmp_path / "c.yaml"), "--out", str(tmp_path / "o"), "--jobs", "2"])
+    assert r.returncode == 2 and "seconds budget" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
 # ---------------------------------------------------------------------- stability by hand
 def _rows():
     # 10 stages: the final value is the mean over the last ceil(10 / 10) = 1 stage

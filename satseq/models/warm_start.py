@@ -9,10 +9,12 @@ method uses is the method's choice (:meth:`satseq.methods.base.Method.embedded_t
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
@@ -87,6 +89,15 @@ def ensure_warm_start(output_dir: str | Path, *, seed: int = 0, cfg: SFTConfig |
     out = warm_start_dir(output_dir, seed)
     if _complete(out):
         return out
+    with one_builder(out):
+        if _complete(out):  # another process built it while this one waited
+            return out
+        return _build_warm_start(out, seed=seed, cfg=cfg, n_examples=n_examples, eval_size=eval_size,
+                                 show_progress=show_progress, console=console)
+
+
+def _build_warm_start(out: Path, *, seed: int, cfg: SFTConfig | None, n_examples: int, eval_size: int,
+                      show_progress: bool, console) -> Path:
     cfg = cfg or base_sft_config(seed)
     length = (f"SFT to careful-chain validation accuracy {cfg.target} + {cfg.cooldown_steps} cool-down steps, "
               f"at most {cfg.steps}" if cfg.target is not None else f"{cfg.steps} SFT steps")
@@ -171,11 +182,20 @@ def continue_sft(output_dir, out: Path, examples, cfg: SFTConfig, what: str, inf
                  targeted: Optional[tuple[str, ...]] = None) -> Path:
     """SFT continued from the base warm start; ``validate(model, tokenizer) -> {behaviour: score}`` with
     ``cfg.target`` trains to the target (the weakest ``targeted`` behaviour's score; default all)."""
-    from satseq.models.loading import load_causal_lm
-
     if _complete(out):
         return out
     base = ensure_warm_start(output_dir, seed=seed, eval_size=eval_size, show_progress=show_progress, console=console)
+    with one_builder(out):
+        if _complete(out):  # another process built it while this one waited
+            return out
+        return _continue_sft(base, out, examples, cfg, what, info, seed=seed, validate=validate,
+                             targeted=targeted, show_progress=show_progress, console=console)
+
+
+def _continue_sft(base: Path, out: Path, examples, cfg: SFTConfig, what: str, info: dict, *, seed: int, validate,
+                  targeted, show_progress: bool, console) -> Path:
+    from satseq.models.loading import load_causal_lm
+
     to_target = cfg.target is not None and validate is not None
     length = (f"SFT until its weakest validation behaviour reaches {cfg.target} + {cfg.cooldown_steps} cool-down "
               f"steps, at most {cfg.steps}" if to_target else f"{cfg.steps} SFT steps")
@@ -202,6 +222,20 @@ def continue_sft(output_dir, out: Path, examples, cfg: SFTConfig, what: str, inf
                                        "final_loss": res.losses[-1], "steps": res.steps,
                                        "reached_target": res.reached_target, "checks": res.checks})
     return out
+
+
+@contextmanager
+def one_builder(out: Path):
+    """An exclusive lock on building ``out`` (``fcntl.flock`` on a sibling ``.<name>.lock`` file, released
+    when the process ends, however it ends): runs that start together (``satseq compare --jobs``, two
+    trainings sharing an ``output_dir``) build a warm start once; the others wait, then reuse it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _complete(out: Path) -> bool:
