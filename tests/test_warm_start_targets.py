@@ -143,3 +143,32 @@ def test_the_target_is_on_the_weakest_targeted_behaviour():
     scores = {"careful_verify": 0.5, "careful_revise": 0.95}
     assert weakest(scores) == 0.5 and weakest(scores, ("careful_revise",)) == 0.95
     assert MULTITURN_RECIPE.targeted == ("careful_revise",)  # recorded, not targeted: careful_verify
+
+
+def test_one_builder_at_a_time(tmp_path):
+    """Two builders of the same warm start never overlap (the lock that satseq compare --jobs relies on);
+    the one that waited finds the other's result and builds nothing."""
+    import threading
+    import time
+
+    from satseq.models.warm_start import one_builder
+
+    out, spans, built = tmp_path / "embedded" / "chain_seed0", [], []
+
+    def build():
+        with one_builder(out):
+            t0 = time.perf_counter()
+            if not (out / "done").exists():
+                time.sleep(0.3)
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "done").write_text("x")
+                built.append(1)
+            spans.append((t0, time.perf_counter()))
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert a1 <= b0 and built == [1]
