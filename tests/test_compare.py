@@ -197,3 +197,13 @@ def test_curve_key_prefers_the_final_answer_in_a_methods_namespace():
     assert curve_key([{"eval/pag/acc_t1": 0.5, "eval/pag/acc_final": 0.6, "eval/pag/verifier_acc": 0.7}]) == "eval/pag/acc_final"
     assert curve_key([{"eval/mlmt/acc_t1": 0.1, "eval/mlmt/acc_t3": 0.3}]) == "eval/mlmt/acc_t3"
     assert curve_key([{"rollout/vote_accuracy": 0.5}]) is None
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "recipes" / "compare").glob("*.yaml")))
+def test_every_shipped_comparison_loads(recipe, tmp_path):
+    """Each recipes/compare/*.yaml is read and every cell's training config loads (nothing runs)."""
+    from satseq.compare.spec import check_runs, read_spec
+
+    spec, lines = read_spec(Path(__file__).resolve().parents[1] / "recipes" / "compare" / recipe)
+    cells = check_runs(spec, lines, tmp_path / "out")
+    assert cells and len({c.name for c in cells}) == len(cells)
