@@ -9,6 +9,10 @@ Layout of a run directory (``outputs/<run>/``)::
     trainer_state/               everything needed to resume exactly (rewritten every stage):
         state.pt                 stage, β per agent, optimizer states, RNG states, data position
         agent_1.safetensors      current trainable weights of each agent
+        dcp/                     instead of the .safetensors and the optimizer states, with
+                                 trainer.strategy=fsdp2: torch.distributed.checkpoint's sharded
+                                 files, one set per rank, resumable on any number of ranks
+                                 (satseq/scale/fsdp_checkpoint.py)
     metrics.jsonl, tensorboard/  metrics
 
 Every file and directory is written atomically (temp sibling + rename): a run killed at any
@@ -42,8 +46,12 @@ def _swap_in_dir(tmp: Path, final: Path) -> None:
         shutil.rmtree(old)
 
 
-def save_trainer_state(run_dir: Path, *, stage: int, pool, extra: dict) -> Path:
-    """Write ``trainer_state/`` for resuming after ``stage`` (the last completed stage)."""
+def save_trainer_state(run_dir: Path, *, stage: int, pool, extra: dict, sharded: bool = False) -> Path:
+    """Write ``trainer_state/`` for resuming after ``stage`` (the last completed stage). ``sharded``
+    (``trainer.strategy=fsdp2``): every rank calls it; weights and optimizer states go through
+    torch.distributed.checkpoint, the rest is written by rank 0."""
+    if sharded:
+        return _save_sharded(Path(run_dir), stage=stage, pool=pool, extra=extra)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{STATE_DIR}.", dir=run_dir))
@@ -65,8 +73,39 @@ def save_trainer_state(run_dir: Path, *, stage: int, pool, extra: dict) -> Path:
     return run_dir / STATE_DIR
 
 
+def _rng_and(stage: int, extra: dict) -> dict:
+    return {"stage": stage, "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+            "numpy_rng": np.random.get_state(), **extra}
+
+
+def _save_sharded(run_dir: Path, *, stage: int, pool, extra: dict) -> Path:
+    from satseq.scale import ddp, fsdp_checkpoint
+
+    tmp = None
+    if ddp.is_main():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{STATE_DIR}.", dir=run_dir)
+    tmp = Path(ddp.all_gather(tmp)[0])  # rank 0's directory, for every rank's shards
+    try:
+        keys = fsdp_checkpoint.save(tmp / fsdp_checkpoint.DCP_DIR, pool)
+        if ddp.is_main():
+            extra = dict(extra, updater=fsdp_checkpoint.strip_optimizers(extra.get("updater"), pool))
+            torch.save(_rng_and(stage, {**extra, "dcp_optimizers": keys}), tmp / "state.pt")
+        ddp.barrier()  # every rank's shards are written before the directory is swapped in
+        if ddp.is_main():
+            _swap_in_dir(tmp, run_dir / STATE_DIR)
+        ddp.barrier()
+    except BaseException:
+        if ddp.is_main():
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return run_dir / STATE_DIR
+
+
 def load_trainer_state(run_dir: Path, pool) -> dict | None:
-    """Restore agents' weights and global RNGs; return the state dict (None if there is none)."""
+    """Restore agents' weights and global RNGs; return the state dict (None if there is none).
+    A sharded state (``dcp/``) restores the optimizers recorded in ``pool.optimizers`` too, and its
+    ``state["updater"]`` carries their loaded state dicts; every rank must call it."""
     run_dir = Path(run_dir)
     d = run_dir / STATE_DIR
     if not (d / "state.pt").exists():
@@ -77,7 +116,15 @@ def load_trainer_state(run_dir: Path, pool) -> dict | None:
             return None
     try:
         state = torch.load(d / "state.pt", weights_only=False)
-        for name in pool.names:
+        if (d / "dcp").is_dir():
+            from satseq.scale import fsdp_checkpoint
+
+            fsdp_checkpoint.load(d / fsdp_checkpoint.DCP_DIR, pool, state.get("dcp_optimizers"))
+            state["updater"] = fsdp_checkpoint.fill_optimizers(state.get("updater"), pool)
+        elif _sharded(pool):
+            raise SatseqError(f"{d}: written with trainer.strategy=replicate; resume it with that strategy "
+                              "(or start a new run_name)")
+        for name in ([] if (d / "dcp").is_dir() else pool.names):
             f = d / f"{name}.safetensors"
             if not f.exists():
                 raise SatseqError(f"{f}: missing; the run's agents differ from the checkpoint's "
@@ -91,6 +138,12 @@ def load_trainer_state(run_dir: Path, pool) -> dict | None:
     random.setstate(state["python_rng"])
     np.random.set_state(state["numpy_rng"])
     return state
+
+
+def _sharded(pool) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for n in pool.names for p in pool.parameters(n))
 
 
 def save_agent_checkpoints(run_dir: Path, pool, stage: int, *, export_pt: bool = True) -> list[Path]:

@@ -68,10 +68,11 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
     from satseq.config import load_config
     from satseq.config.loader import split_config_args
     from satseq.loop import train as run_train
-    from satseq.scale import ddp
+    from satseq.scale import ddp, fsdp
 
     path, overrides = split_config_args(args or [])
     cfg = load_config(path, overrides)
+    fsdp.check_layout(cfg, ddp.launched_with_ranks())  # before the process group: one line per rank, no hang
     if ddp.launched_with_ranks() > 1 and cfg.trainer.backend != "local":
         raise ConfigError("config key 'trainer.backend': torchrun data parallelism runs with trainer.backend=local "
                           "(Ray places agents; torchrun splits one run's data: use one or the other)")

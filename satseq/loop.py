@@ -30,7 +30,7 @@ from satseq.rewards.custom import resolve_custom_reward
 from satseq.rewards.grade import timeout_count
 from satseq.utils.versions import library_versions
 from satseq.runtime import build_runtime
-from satseq.scale import ddp
+from satseq.scale import ddp, fsdp
 from satseq.scale.ddp_rollout import rollout as dp_rollout
 from satseq.scale.ray_runtime import build_ray_runtime  # agents in Ray actors (imports ray only when used)
 from satseq.tracking import Tracker
@@ -62,6 +62,7 @@ def build_run(cfg: TrainConfig, console=print, reward_fn=None) -> Run:
                           "(its turn rewards are defined by correctness)")
     gen = torch.Generator().manual_seed(cfg.seed)
     rt = (build_ray_runtime if cfg.trainer.backend == "ray" else build_runtime)(cfg, method, console)
+    fsdp.apply(cfg, rt)  # trainer.strategy=fsdp2 under torchrun: each agent sharded over the ranks
     prepared = method.prepare(cfg, rt, custom, console)
     workflow = rt.backend.workflow(make_workflow(method.workflow, method.roles(cfg, rt.pool.names), rt.fmt,
                                                  rt.sampling, **method.workflow_options(cfg)))
@@ -101,6 +102,7 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
     ``stop_when(stage, metrics) -> bool``, asked after each stage is logged, ends the run there with a
     checkpoint of that stage (``satseq compare``'s token / wall-clock budget)."""
     cfg = finalize(cfg)
+    fsdp.check_layout(cfg, ddp.launched_with_ranks())
     run_dir = cfg.run_dir
     main = ddp.is_main()  # under torchrun only rank 0 writes and prints (satseq.scale.ddp)
     console = console if main else (lambda *a, **k: None)
@@ -129,11 +131,13 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
             "method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode, **method.run_info(cfg, workflow),
             **({"ray": ray_info} if ray_info else {}), "base_model": cfg.model.path, "prompt_format": rt.fmt.name,
             "embedded_task": cfg.data.embedded_task, "versions": library_versions(),
-            **({"data_parallel_ranks": ddp.world_size()} if ddp.is_distributed() else {})})
+            **({"data_parallel_ranks": ddp.world_size(), "strategy": cfg.trainer.strategy}
+               if ddp.is_distributed() else {})})
     tracker = Tracker(run_dir, tensorboard=cfg.trainer.tensorboard, wandb=cfg.trainer.wandb,
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
                       config=dump_config(cfg), resume_step=start) if main else ddp.NoTracker()
     last, hook_state = cfg.trainer.num_stages - 1, {}
+    sharded = fsdp.enabled(cfg)
     generated = {"tokens": 0, "samples": 0}  # this stage's, dropped groups (dynamic sampling) included
 
     def draw(n: int):  # n more prompts, rolled out and rewarded (method.collect may draw again)
@@ -160,16 +164,19 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
             metrics["time/stage"] = time.perf_counter() - t0
             if cfg.trainer.eval_every and (stage + 1) % cfg.trainer.eval_every == 0:
                 held_out_gen = torch.Generator().manual_seed(cfg.seed * 7919 + stage)
+                fsdp.sync_rollout(rt.engine)
                 metrics.update(method.held_out_metrics(cfg, rt, workflow, held_out_gen))
             metrics["reward/timeouts"] = timeout_count() - timeouts0  # gradings killed at reward.timeout
             tracker.log(metrics, step=stage)
             method.after_log(cfg, metrics, hook_state, console)
             stop = bool(stop_when is not None and stop_when(stage, metrics))
-            if main and (stage == last or stop or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0)):
-                save_agent_checkpoints(run_dir, rt.pool, stage + 1, export_pt=cfg.trainer.export_pt)
+            if stage == last or stop or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0):
+                export = fsdp.export_pool(rt)  # fsdp2: every rank gathers the full weights, rank 0 writes
+                if main:
+                    save_agent_checkpoints(run_dir, export, stage + 1, export_pt=cfg.trainer.export_pt)
             rank_rng = ddp.rng_states()  # every rank takes part; None on one process
-            if main:
-                save_trainer_state(run_dir, stage=stage, pool=rt.pool, extra={
+            if main or sharded:  # fsdp2: every rank writes its shards (torch.distributed.checkpoint)
+                save_trainer_state(run_dir, stage=stage, pool=rt.pool, sharded=sharded, extra={
                     "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict(),
                     **({"rank_rng": rank_rng} if rank_rng else {})})
             bar.set_postfix(f"vote {metrics['rollout/vote_accuracy']:.2f}")

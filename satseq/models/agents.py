@@ -37,6 +37,8 @@ class AgentPool:
         self._models = models or {}
         self._peft = peft_model
         self._references: dict[str, torch.nn.Module] = {}
+        self.module_copier = copy.deepcopy  # a frozen copy for keep_reference (sharded models: satseq.scale.fsdp)
+        self.optimizers: dict[str, list] = {}  # per agent, the optimizers made for it (sharded checkpoints)
         if mode == "lora":
             for n, p in self._peft.named_parameters():
                 p.requires_grad_("lora_" in n and any(f".{a}." in n for a in self.names))
@@ -88,6 +90,10 @@ class AgentPool:
                 p.requires_grad_(True)
         return self._peft
 
+    def root_modules(self) -> list[torch.nn.Module]:
+        """The distinct models this pool holds: the K full models, or the one peft model (LoRA)."""
+        return list(self._models.values()) if self.mode == "full" else [self._peft]
+
     def named_trainable(self, name: str) -> dict[str, torch.nn.Parameter]:
         self._check(name)
         if self.mode == "full":
@@ -129,7 +135,7 @@ class AgentPool:
         name = name or self.names[0]
         self._check(name)
         if self.mode == "full" and name not in self._references:
-            ref = copy.deepcopy(self._models[name]).eval()
+            ref = self.module_copier(self._models[name]).eval()
             for p in ref.parameters():
                 p.requires_grad_(False)
             self._references[name] = ref

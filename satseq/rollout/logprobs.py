@@ -53,8 +53,12 @@ CHUNK_BYTES = 64 * 2**20  # fp32 logits per chunk of positions in the chunked pa
 
 
 def _decoder_and_head(model):
+    from torch.distributed.fsdp import FSDPModule
+
     base = base_model_of(model)
     if getattr(getattr(base, "config", None), "model_type", None) not in _PLAIN_HEAD:
+        return None
+    if isinstance(base, FSDPModule):  # FSDP2 unshards the root's parameters in the root's forward only
         return None
     get_decoder, get_head = getattr(base, "get_decoder", None), getattr(base, "get_output_embeddings", None)
     if get_decoder is None or get_head is None:

@@ -12,13 +12,16 @@ would have produced.
 """
 from __future__ import annotations
 
-from satseq.scale import ddp
+from satseq.scale import ddp, fsdp
 
 
 def rollout(workflow, problems: list, pool, engine, *, group_size: int, generator, gather: bool = True,
             **options) -> list:
     """``workflow.rollout`` of ``problems`` split over the ranks; every rank's episodes when ``gather``,
-    else this rank's (``group`` = global problem index). One process: ``workflow.rollout`` itself."""
+    else this rank's (``group`` = global problem index). One process: ``workflow.rollout`` itself.
+    Sharded agents (``trainer.strategy=fsdp2``): every rank first gathers the current weights into the
+    engine's full copies (:func:`satseq.scale.fsdp.sync_rollout`), then generates with no collective."""
+    fsdp.sync_rollout(engine)
     if not ddp.is_distributed():
         return workflow.rollout(problems, pool, engine, group_size=group_size, generator=generator, **options)
     from satseq.rollout.streams import episode_streams

@@ -19,7 +19,7 @@ from typing import Iterator, Protocol
 
 import torch
 
-from satseq.scale import ddp
+from satseq.scale import ddp, fsdp
 from satseq.update.batch import TurnBatch, batch_logprobs, minibatch_indices
 
 
@@ -37,8 +37,13 @@ def policy_temperature(cfg) -> float:
 
 
 def make_optimizer(pool, agent: str, lr: float, cfg) -> torch.optim.Optimizer:
-    """AdamW over ``agent``'s trainable parameters (``trainer.weight_decay``)."""
-    return torch.optim.AdamW(pool.parameters(agent), lr=lr, weight_decay=cfg.trainer.weight_decay)
+    """AdamW over ``agent``'s trainable parameters (``trainer.weight_decay``), recorded in
+    ``pool.optimizers`` (a sharded trainer state saves each through torch.distributed.checkpoint)."""
+    opt = torch.optim.AdamW(pool.parameters(agent), lr=lr, weight_decay=cfg.trainer.weight_decay)
+    registry = getattr(pool, "optimizers", None)
+    if registry is not None:
+        registry.setdefault(agent, []).append(opt)
+    return opt
 
 
 def reference_logprobs(pool, agent: str, batch: TurnBatch, *, temperature: float, device) -> torch.Tensor:
@@ -81,9 +86,16 @@ def minibatches(batch: TurnBatch, epochs: int, size: int,
 
 def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor, params, grad_clip: float) -> float:
     """zero_grad → backward → (data-parallel: sum the gradients over ranks) → clip the global grad norm
-    (if ``grad_clip > 0``) → step; returns the loss."""
+    (if ``grad_clip > 0``) → step; returns the loss. Sharded parameters (``trainer.strategy=fsdp2``):
+    FSDP2 reduce-scatters the gradients in the backward, and the norm is over all shards."""
     params = list(params)
     opt.zero_grad(set_to_none=True)
+    if fsdp.has_dtensors(params):
+        (loss * fsdp.backward_scale()).backward()  # FSDP2 averages over ranks; × N: the sum (satseq.scale.fsdp)
+        if grad_clip > 0:
+            fsdp.clip_grad_norm(params, grad_clip)
+        opt.step()
+        return float(loss.detach())
     if loss.requires_grad or not ddp.is_distributed():  # data-parallel: a rank may hold no row of it
         loss.backward()
     ddp.all_reduce_grads(params)  # Σ over ranks (satseq.scale.ddp); nothing on one process
