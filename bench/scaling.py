@@ -1,6 +1,7 @@
 """Data-parallel scaling inside an agent: one SAT-Seq stage on 1 rank vs N ranks (torchrun, Gloo, CPU).
 
     python bench/scaling.py --out /tmp/scaling [--ranks 2] [--stages 4] [--repeats 3]
+    python bench/scaling.py --out /tmp/scaling --strategies     # N ranks: replicate vs fsdp2
 
 A rollout-heavy stage: K = 3 relay agents (full copies of the tiny model, randomly initialised and
 saved in OUT, so every response runs to ``rollout.max_new_tokens``: generation dominates),
@@ -13,6 +14,10 @@ of ``time/stage`` (rank 0's clock: rollout, gathers, rewards, updates), with the
 runs must generate the same number of tokens per stage (they sample the same tokens), or it stops.
 No certificate batch and no held-out evaluation (they are their own lines in the docs). The machine's
 other load is not controlled: report the figure with the load it was measured under.
+
+``--strategies`` compares the two ways of training inside an agent on N ranks instead
+(``trainer.strategy=replicate`` vs ``fsdp2``, interleaved the same way; they sample the same tokens):
+the figure is fsdp2's speed relative to replicate, the ratio of the medians of ``time/stage``.
 """
 from __future__ import annotations
 
@@ -68,36 +73,45 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--strategies", action="store_true", help="N ranks: trainer.strategy replicate vs fsdp2")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     args = [*COMMON, f"model.path={tiny_model(out)}", f"trainer.train_batch_size={a.batch}",
             f"sat_seq.group_size={a.group}", f"sat_seq.mini_batch_size={a.batch * a.group}",
             f"rollout.max_new_tokens={a.max_new_tokens}", f"trainer.num_stages={a.stages}"]
-    stage = {1: [], a.ranks: []}
-    rollout = {1: [], a.ranks: []}
-    tokens = {1: [], a.ranks: []}
+    if a.strategies:  # N ranks, the all-reduce path vs FSDP2 (satseq/scale/fsdp.py)
+        variants = {"replicate": (a.ranks, ["trainer.strategy=replicate"]),
+                    "fsdp2": (a.ranks, ["trainer.strategy=fsdp2"])}
+    else:
+        variants = {"1": (1, []), str(a.ranks): (a.ranks, [])}
+    stage = {v: [] for v in variants}
+    rollout = {v: [] for v in variants}
+    tokens = {v: [] for v in variants}
     t0 = time.time()
     for rep in range(a.repeats):
-        for n in (1, a.ranks):  # interleaved: 1, N, 1, N, ...
-            for row in run(n, args, out, f"ranks{n}_r{rep}"):
-                stage[n].append(row["time/stage"])
-                rollout[n].append(row["time/rollout"])
-                tokens[n].append(row["rollout/generated_tokens"])
-    if tokens[1] != tokens[a.ranks]:
-        sys.exit("bench/scaling.py: the 1-rank and N-rank runs generated different tokens")
+        for v, (n, extra) in variants.items():  # interleaved: A, B, A, B, ...
+            for row in run(n, [*args, *extra], out, f"{v}_r{rep}"):
+                stage[v].append(row["time/stage"])
+                rollout[v].append(row["time/rollout"])
+                tokens[v].append(row["rollout/generated_tokens"])
+    first, second = list(variants)
+    if tokens[first] != tokens[second]:
+        sys.exit(f"bench/scaling.py: the {first} and {second} runs generated different tokens")
     med = {n: statistics.median(v) for n, v in stage.items()}
     med_r = {n: statistics.median(v) for n, v in rollout.items()}
     med_u = {n: statistics.median(s - r for s, r in zip(stage[n], rollout[n])) for n in stage}
     print(f"SAT-Seq K=3, {a.batch} prompts x {a.group} episodes, max_new_tokens={a.max_new_tokens} "
-          f"({statistics.median(tokens[1]):.0f} generated tokens per stage), {a.repeats} interleaved repeats x "
+          f"({statistics.median(tokens[first]):.0f} generated tokens per stage), {a.repeats} interleaved repeats x "
           f"{a.stages - 1} timed stages, one thread per rank; load average at the end "
           f"{os.getloadavg()[0]:.2f}; wall {time.time() - t0:.0f} s")
-    print("| ranks | time/stage | speed-up | time/rollout | speed-up | rest of the stage (updates) | speed-up |")
+    label = "ranks / strategy" if a.strategies else "ranks"
+    print(f"| {label} | time/stage | speed-up | time/rollout | speed-up | rest of the stage (updates) | speed-up |")
     print("|---|---|---|---|---|---|---|")
-    for n in (1, a.ranks):
-        print(f"| {n} | {med[n]:.2f} s | {med[1] / med[n]:.2f}x | {med_r[n]:.2f} s | {med_r[1] / med_r[n]:.2f}x "
-              f"| {med_u[n]:.2f} s | {med_u[1] / med_u[n]:.2f}x |")
+    for v, (n, _) in variants.items():
+        name = f"{n} / {v}" if a.strategies else v
+        print(f"| {name} | {med[v]:.2f} s | {med[first] / med[v]:.2f}x | {med_r[v]:.2f} s | "
+              f"{med_r[first] / med_r[v]:.2f}x | {med_u[v]:.2f} s | {med_u[first] / med_u[v]:.2f}x |")
 
 
 if __name__ == "__main__":
