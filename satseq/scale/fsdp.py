@@ -205,6 +205,8 @@ class GatheredRollouts:
         self._full = {id(pool.module(n)): n for n in pool.names} if pool.mode == "full" else {}
 
     def __getattr__(self, name):
+        if name == "engine":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.engine, name)
 
     @torch.no_grad()
