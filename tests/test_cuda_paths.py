@@ -33,7 +33,7 @@ def _update(model, batch, device, clip: float = 0.05):
         lp, mask = batch_logprobs(model, batch, 0, temperature=1.0, device=device, grad=True)
         loss = -(lp * mask).sum() / mask.sum()
         optimizer_step(opt, loss, [p for p in model.parameters() if p.requires_grad], clip)
-    return float(loss)
+    return float(loss.detach())
 
 
 def _one_rank_fsdp(device: str, **policies) -> tuple[float, float, float]:
