@@ -69,7 +69,7 @@ def _one_rank_fsdp(device: str, **policies) -> tuple[float, float, float]:
         pool = AgentPool.full(["a"], [model], tok, device=device)
         rollouts = fsdp.GatheredRollouts(None, pool, AgentPool.full(["a"], [copy_for_rollouts], tok, device=device))
         rollouts.sync_weights()  # per tensor, full_tensor(), into the plain copy
-        diff = max(float((p.float() - q.float()).abs().max())
+        diff = max(float((p.detach().float() - q.detach().float()).abs().max())
                    for p, q in zip(copy_for_rollouts.parameters(), plain.parameters()))
         return diff, loss_sharded, loss_plain
     finally:
