@@ -141,8 +141,14 @@ def load_trainer_state(run_dir: Path, pool) -> dict | None:
 
 
 def _sharded(pool) -> bool:
+    """Whether ``pool``'s models hold FSDP2-sharded parameters (a pool whose agents live in Ray actors
+    holds no parameters in this process: never)."""
     from torch.distributed.tensor import DTensor
 
+    from satseq.models.agents import AgentPool
+
+    if not isinstance(pool, AgentPool):
+        return False
     return any(isinstance(p, DTensor) for n in pool.names for p in pool.parameters(n))
 
 

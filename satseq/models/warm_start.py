@@ -226,16 +226,17 @@ def _continue_sft(base: Path, out: Path, examples, cfg: SFTConfig, what: str, in
 
 @contextmanager
 def one_builder(out: Path):
-    """An exclusive lock on building ``out`` (``fcntl.flock`` on a sibling ``.<name>.lock`` file, released
-    when the process ends, however it ends): runs that start together (``satseq compare --jobs``, two
-    trainings sharing an ``output_dir``) build a warm start once; the others wait, then reuse it."""
+    """An exclusive lock on building into ``out``'s directory (``fcntl.flock`` on the directory itself: no
+    file is left behind; released when the process ends, however it ends): runs that start together
+    (``satseq compare --jobs``, two trainings sharing an ``output_dir``) build a warm start once; the
+    others wait, then reuse it. Builds in one directory take turns; never nest two."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f".{out.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    fd = os.open(out.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _complete(out: Path) -> bool:
