@@ -227,3 +227,32 @@ def test_hub_fallback_with_a_fake_datasets_module(tmp_path, monkeypatch):
     (tmp_path / "gsm8k").mkdir()
     write_jsonl(tmp_path / "gsm8k" / "test.jsonl", [{"problem": "local", "answer": "1"}])
     assert load_problems("gsm8k", data_dir=tmp_path)[0].problem == "local"
+
+
+def test_the_shipped_dapo_example_is_the_generators_and_trains(tiny_dir, tmp_path):
+    """data/dapo/train.jsonl (the seed's example TRAIN_FILE) is what data/dapo/make_train.py writes, holds
+    no held-out problem, and the seed's command trains on it."""
+    import importlib.util
+    import subprocess
+
+    from satseq.data.arithmetic import ArithmeticTask
+    from satseq.data.loading import load_file
+    from satseq.models.warm_start import eval_exclusion
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("make_train", root / "data" / "dapo" / "make_train.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    shipped = (root / "data" / "dapo" / "train.jsonl").read_text(encoding="utf-8")
+    assert shipped == "".join(json.dumps(r) + "\n" for r in gen.rows())
+    problems = load_file(root / "data" / "dapo" / "train.jsonl")
+    assert len(problems) == gen.ROWS and all(str(int(p.answer)) == p.answer for p in problems)
+    assert not {p.problem for p in problems} & eval_exclusion(ArithmeticTask(seed=0))
+    env = dict(os.environ, TRAIN_FILE="data/dapo/train.jsonl", NUM_STAGES="1", TRAIN_BATCH_SIZE="2",
+               AGENT1_PATH=str(tiny_dir), AGENT2_PATH=str(tiny_dir), AGENT3_PATH=str(tiny_dir), OMP_NUM_THREADS="1")
+    r = subprocess.run(["bash", "recipes/sat_seq/train_dapo.sh", f"output_dir={tmp_path}", "rollout.max_new_tokens=4",
+                        "sat_seq.group_size=2", "data.eval_size=2", "sat_seq.certificate.prompts=0",
+                        "trainer.tensorboard=false", "trainer.progress=false"],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert (tmp_path / "sat_seq_dapo" / "agent_1_stage_1.pt").is_file()
