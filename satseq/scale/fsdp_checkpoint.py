@@ -81,20 +81,27 @@ def strip_optimizers(tree, pool):
                 if isinstance(v, torch.Tensor):
                     owner[id(v)] = key
 
-    def walk(x):
-        if isinstance(x, dict) and set(x) == {"state", "param_groups"}:
-            for st in x["state"].values():
-                for v in st.values():
-                    if id(v) in owner:
-                        return {_MARK: owner[id(v)]}
-            return x  # not stepped yet: no tensors, nothing sharded
-        if isinstance(x, dict):
-            return {k: walk(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return type(x)(walk(v) for v in x)
-        return x
+    def marker(x: dict):
+        if set(x) != {"state", "param_groups"}:
+            return None
+        for st in x["state"].values():
+            for v in st.values():
+                if id(v) in owner:
+                    return {_MARK: owner[id(v)]}
+        return x  # not stepped yet: no tensors, nothing sharded
 
-    return walk(tree)
+    return _rewrite(tree, marker)
+
+
+def _rewrite(tree, replace):
+    """``tree`` (nested dicts, lists, tuples) with each dict for which ``replace`` returns a value
+    swapped for that value (and not walked further)."""
+    if isinstance(tree, dict):
+        new = replace(tree)
+        return new if new is not None else {k: _rewrite(v, replace) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_rewrite(v, replace) for v in tree)
+    return tree
 
 
 def fill_optimizers(tree, pool):
@@ -102,13 +109,4 @@ def fill_optimizers(tree, pool):
     state dict as now loaded."""
     known = _optimizers(pool)
 
-    def walk(x):
-        if isinstance(x, dict) and set(x) == {_MARK}:
-            return known[x[_MARK]][1].state_dict()
-        if isinstance(x, dict):
-            return {k: walk(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return type(x)(walk(v) for v in x)
-        return x
-
-    return walk(tree)
+    return _rewrite(tree, lambda x: known[x[_MARK]][1].state_dict() if set(x) == {_MARK} else None)
