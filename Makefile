@@ -4,7 +4,7 @@ VENV   ?= .venv
 CONSTRAINTS ?= constraints-cpu.txt
 BIN := $(VENV)/bin
 
-.PHONY: setup quickstart test test-slow bench clean
+.PHONY: setup quickstart test test-slow docs bench clean
 
 setup: $(VENV)/.installed
 
@@ -27,9 +27,17 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
+# the documentation site from docs/ (mkdocs.yml) into site/; strict: a broken link or a page left out of nav fails
+docs: setup $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+$(VENV)/.docs-installed: pyproject.toml $(CONSTRAINTS)
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[docs]'
+	touch $@
+
 bench: setup
 	$(BIN)/python bench/engine_throughput.py
 	@echo "fresh-clone quickstart timing: bash bench/fresh_quickstart.sh"
 
 clean:
-	rm -rf $(VENV) outputs
+	rm -rf $(VENV) outputs site

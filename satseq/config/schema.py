@@ -31,6 +31,8 @@ from satseq.methods.sat_seq.config import AgentConfig, CertificateConfig, SatSeq
 
 # --------------------------------------------------------------------------------------- model
 class LoraConfig(Section):
+    """``model.lora``: the LoRA adapter each agent trains (one shared frozen base per process)."""
+
     enabled: Union[Literal["auto"], bool] = Field(
         "auto", description="auto: LoRA for HF models, full fine-tuning for the embedded tiny model")
     r: int = Field(16, ge=1, description="LoRA rank")
@@ -42,6 +44,8 @@ class LoraConfig(Section):
 
 
 class ModelConfig(Section):
+    """``model``: the base model every agent starts from, its dtype, chat template and LoRA settings."""
+
     path: str = Field(
         "embedded", description='"embedded" = built-in tiny warm-start model; else a HF model dir or hub id')
     gguf_file: Optional[str] = Field(None, description="GGUF file inside `path` to load (dequantized) instead of safetensors")
@@ -54,6 +58,8 @@ class ModelConfig(Section):
 
 # ---------------------------------------------------------------------------------------- data
 class DataConfig(Section):
+    """``data``: training and held-out sets (embedded task, a file path or a benchmark name) and the prompt template."""
+
     train: str = Field("embedded", description="training set: embedded synthetic task, a file path, or a dataset name")
     eval: str = Field("embedded", description="evaluation set: embedded synthetic task, a file path, or a dataset name")
     train_size: int = Field(4096, ge=1, description="number of training problems used (or generated)")
@@ -78,6 +84,8 @@ class DataConfig(Section):
 
 # ------------------------------------------------------------------------------------- rollout
 class RolloutConfig(Section):
+    """``rollout``: sampling settings of every agent turn (tokens, temperature, stops, batch, fused decode)."""
+
     max_new_tokens: int = Field(48, ge=1, description="maximum tokens generated per agent turn (a method or an embedded task may set its own default: 96 for mlmt, 64 for data.embedded_task=chain)")
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature (0 = greedy)")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
@@ -90,6 +98,8 @@ class RolloutConfig(Section):
 
 # ----------------------------------------------------------------------------------- algorithm
 class KLCtrlConfig(Section):
+    """``algorithm.kl_ctrl``: SAT-Seq's quantile-KL check on each proposed step, and what a failed check does."""
+
     kl_coef: float = Field(0.001, ge=0.0, description="initial KL penalty coefficient beta")
     target_kl: float = Field(0.05, gt=0.0, description="target KL divergence threshold delta")
     quantile: float = Field(0.99, gt=0.0, lt=1.0, description="quantile level for the KL check (1 - alpha), 0<q<1")
@@ -100,6 +110,8 @@ class KLCtrlConfig(Section):
 
 
 class AlgorithmConfig(Section):
+    """``algorithm``: discounting and the KL trust-region control."""
+
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="discount factor for return computation")
     lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda")
     kl_ctrl: KLCtrlConfig = Field(default_factory=KLCtrlConfig, description="quantile-KL trust-region control")
@@ -107,6 +119,8 @@ class AlgorithmConfig(Section):
 
 # -------------------------------------------------------------------------------------- reward
 class RewardConfig(Section):
+    """``reward``: own and team reward weights, a custom reward (``custom`` / ``controller``), the grading timeout."""
+
     own: float = Field(1.0, description="weight of the agent's own answer correctness")
     team: float = Field(1.0, description="weight of the team's vote correctness")
     custom: Optional[str] = Field(None, description='custom reward function "module:function" (None = built-in)')
@@ -127,6 +141,8 @@ class ActorPlacement(Section):
 
 
 class TrainerConfig(Section):
+    """``trainer``: stages, batch size, checkpoints, evaluation, logging, precision and the distributed backend."""
+
     num_stages: int = Field(40, ge=1, description="training stages (one rollout batch + agent updates each)")
     train_batch_size: int = Field(8, ge=1, description="prompts per stage")
     save_every: int = Field(10, ge=0, description="write HF checkpoints every N stages and at the end (0 = end only)")
@@ -162,6 +178,10 @@ class TrainerConfig(Section):
 
 # ------------------------------------------------------------------------------------ top level
 class TrainConfig(Section):
+    """The whole run configuration: what ``satseq train CONFIG key=value ...`` and :func:`satseq.train` load and validate.
+
+    Every key, with its type, default and description: docs/configuration.md."""
+
     run_name: str = Field("sat_seq_dapo", min_length=1,
                           description="run name; the run directory is output_dir/run_name (unset: the method's default, sat_seq_dapo for SAT-Seq, else the method's name)")
     output_dir: str = Field("outputs", description="parent directory of run directories")

@@ -51,6 +51,10 @@ class RewardContext:
 
 
 class Method:
+    """A training method: subclass, set ``name`` (what ``method=<name>`` selects) and override what
+    differs from the single-policy, single-turn defaults; register with
+    :func:`satseq.registry.register_method`. ``build_updater`` is the one hook without a default."""
+
     name: str = ""
     title: str = ""                        # the dashboard's title
     workflow: str = "single"               # registered workflow it trains (and evaluates) with

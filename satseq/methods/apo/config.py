@@ -9,6 +9,8 @@ from satseq.config.section import Section
 
 
 class APOConfig(Section):
+    """``apo``: A*-PO's offline V* estimation (stage 1) and optimal-advantage regression (stage 2)."""
+
     n_samples: int = Field(8, ge=1, description="stage 1: reference samples per training prompt for V*")
     beta1: float = Field(0.5, description="stage 1: V* temperature (0 = mean reward, < 0 = V* is 0)")
     beta2: float = Field(1e-3, gt=0.0, description="stage 2: scale of log(pi/pi_ref) regressed onto r - V*")

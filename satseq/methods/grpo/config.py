@@ -9,6 +9,8 @@ from satseq.config.section import Section
 
 
 class GRPOConfig(Section):
+    """``grpo``: GRPO and the single-policy baselines selected by ``grpo.loss`` (dr_grpo, dapo, gspo, rloo, reinforce_pp)."""
+
     group_size: int = Field(4, ge=1, description="responses sampled per prompt")
     epsilon_low: float = Field(0.2, ge=0.0, description="lower clip range of the ratio (1 - eps_low)")
     epsilon_high: float = Field(0.2, ge=0.0, description="upper clip range of the ratio (1 + eps_high)")

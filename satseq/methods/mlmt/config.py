@@ -9,16 +9,22 @@ from satseq.config.section import Section
 
 
 class MLMTRoleConfig(Section):
+    """One MLMT role (``mlmt.coach`` / ``mlmt.solver``): its initial model and whether it trains."""
+
     path: Optional[str] = Field(None, description="this role's initial model (None = model.path)")
     trainable: bool = Field(True, description="update this role (the seed's HLT / LLT)")
 
 
 class MLMTScheduleConfig(Section):
+    """``mlmt.schedule``: how coach and solver updates alternate."""
+
     coach: int = Field(1, ge=1, description="coach steps per cycle (the seed's high-level update frequency)")
     solver: int = Field(1, ge=1, description="solver steps per cycle; the solver trains first; coach=solver=1 trains both every step")
 
 
 class MLMTConfig(Section):
+    """``mlmt``: MLMT-RL's coach and solver, the coach reward, the schedule and weight sharing."""
+
     solver: MLMTRoleConfig = Field(default_factory=MLMTRoleConfig, description="the low level: solves (turn 1) and refines (turn 3)")
     coach: MLMTRoleConfig = Field(default_factory=MLMTRoleConfig, description="the high level: writes feedback (turn 2)")
     schedule: MLMTScheduleConfig = Field(default_factory=MLMTScheduleConfig, description="alternating schedule {coach: a, solver: b}")

@@ -9,6 +9,8 @@ from satseq.config.section import Section
 
 
 class PAGConfig(Section):
+    """``pag``: PAG's solve, verify and revise turns, and their update (GRPO or A*-PO)."""
+
     max_policy_turns: int = Field(2, ge=1, description="most policy turns per episode (solve + revisions)")
     alpha: float = Field(1.0, description="revision bonus alpha * (R(y_t) - R(y_{t-1})) on policy turns t >= 2")
     verify_last: bool = Field(True, description="also verify the last policy turn (a verifier training turn; changes nothing in the episode)")

@@ -9,6 +9,8 @@ from satseq.config.section import KLEstimator, Section  # noqa: F401
 
 
 class AgentConfig(Section):
+    """One ``sat_seq.agents`` entry: an agent's name and starting model (None = ``model.path``)."""
+
     name: str = Field(..., min_length=1, description="agent name (unique; used in checkpoint and metric names)")
     path: Optional[str] = Field(None, description="this agent's initial model (None or empty = model.path)")
     trainable: bool = Field(True, description="update this agent (False = frozen teammate)")
@@ -19,6 +21,8 @@ def _default_agents() -> list[AgentConfig]:
 
 
 class CertificateConfig(Section):
+    """``sat_seq.certificate``: the PAC lower bound on the team's vote accuracy, from a fresh batch."""
+
     delta: float = Field(0.05, gt=0.0, lt=1.0, description="failure probability of each certificate (a lower bound holds with probability >= 1 - delta; an improvement uses delta/2 per side)")
     prompts: int = Field(256, ge=0, description="prompts in each certificate batch, drawn uniformly with replacement from the pool (0 = no certificate)")
     samples: int = Field(1, ge=1, description="relay episodes per certificate prompt (the per-prompt mean is one i.i.d. unit)")
@@ -27,6 +31,8 @@ class CertificateConfig(Section):
 
 
 class SatSeqConfig(Section):
+    """``sat_seq``: the agents, their order, update settings (lr, clipping, truncated IS) and the certificate."""
+
     epsilon: float = Field(0.2, gt=0.0, description="PPO clipping parameter epsilon")
     A_clip: float = Field(5.0, gt=0.0, description="advantage clipping threshold")
     group_size: int = Field(4, ge=1, description="responses per prompt for aggregation")
