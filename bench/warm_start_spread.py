@@ -11,7 +11,9 @@ held-out problems at T = 1 (one thread):
 * ``base``: ``satseq eval --workflow single --dataset embedded --limit 200 --n 8`` — pass@1, pass@8;
 * ``chain``: the relay of three copies, 200 problems × 4 episodes — the vote's avg@4 (pass@1) and
   pass@4, each position's accuracy and behaviour shares (``chain/<agent>/<behaviour>``);
-* ``mlmt``: ``satseq eval --workflow coach --dataset embedded --limit 100 --n 4`` — turn 1, turn 3, the coach;
+* ``mlmt``: ``satseq eval --workflow coach --dataset embedded --limit 100 --n 4`` — turn 1, turn 3, the coach,
+  and per turn each behaviour's share and its accuracy (``mlmt/<turn>/<behaviour>``, ``.../<behaviour> acc``,
+  from the evaluation's ``predictions.jsonl``);
 * ``pag``: ``satseq eval --workflow self_verify --dataset embedded --limit 100 --n 4`` — Acc@t1,
   Acc@final, the verifier.
 
@@ -63,6 +65,28 @@ def chain_regime(root: Path, seed: int, n: int = 4) -> dict:
     out = {"vote": r["vote"]["acc"], f"vote pass@{n}": r["vote"][f"pass@{n}"]}
     out.update({f"{a} acc": r[a]["acc"] for a in agents})
     out.update(behaviour_shares(r["episodes"]))
+    return out
+
+
+def mlmt_behaviours(predictions: Path) -> dict[str, float]:
+    """Per turn (solver, coach, refine) of the coach loop's evaluation: each behaviour's share of the
+    turns (``mlmt/<turn>/<behaviour>``) and the share of those whose answer is right (``... acc``)."""
+    from satseq.data.sum_of_three import behaviour
+
+    turns = (("solver", "turn1_correct"), ("coach", "coach_correct"), ("refine", "correct"))
+    n: dict[str, int] = {}
+    right: dict[str, int] = {}
+    total = 0
+    for line in predictions.read_text().splitlines():
+        row = json.loads(line)
+        for i, texts in enumerate(row["responses"]):
+            total += 1
+            for (turn, key), text in zip(turns, texts):
+                k = f"mlmt/{turn}/{behaviour(text)}"
+                n[k] = n.get(k, 0) + 1
+                right[k] = right.get(k, 0) + bool(row[key][i])
+    out = {k: v / total for k, v in sorted(n.items())}
+    out.update({f"{k} acc": right[k] / v for k, v in sorted(n.items()) if v >= 20})  # too few turns: no rate
     return out
 
 
@@ -125,6 +149,11 @@ def main() -> None:
                 tmp.replace(path)
                 print(key, json.dumps(done[key]["metrics"]), flush=True)
     rows = [done[f"{s}/{t}"] for s in a.seeds for t in a.threads]
+    if a.task == "mlmt":  # read again from each build's predictions (cheap; rows measured before had none)
+        for r in rows:
+            preds = a.out / f"s{r['seed']}_t{r['threads']}" / "eval_mlmt" / "predictions.jsonl"
+            if preds.exists():
+                r["metrics"].update(mlmt_behaviours(preds))
     cols = a.metrics or sorted({k for r in rows for k in r["metrics"]})
     print(f"\n{a.task} warm start\n\n| SFT seed | threads | transformers | SFT steps | "
           + " | ".join(cols) + " | build (s) |\n|" + "---|" * (len(cols) + 5))

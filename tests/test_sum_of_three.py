@@ -132,3 +132,12 @@ def test_mlmt_generates_room_for_a_two_stage_demonstration_unless_told_otherwise
     assert len(two_stage_solution(499, 499, 999)) + 1 <= load_config(None, ["method=mlmt"]).rollout.max_new_tokens
     assert load_config(None, ["method=mlmt", "rollout.max_new_tokens=10"]).rollout.max_new_tokens == 10
     assert load_config(None, ["method=pag"]).rollout.max_new_tokens == 48
+
+
+def test_behaviour_names_each_transcript_kind_of_the_warm_start():
+    from satseq.data.sum_of_three import USE_HINT, behaviour, single_pass_solution, two_stage_solution
+
+    assert behaviour(single_pass_solution(347, 289, 126)) == "single"
+    assert behaviour(two_stage_solution(347, 289, 126)) == "two_stage"
+    assert behaviour(USE_HINT + "\\boxed{762}") == "copy"
+    assert behaviour("\\boxed{762}") == "hasty"

@@ -116,6 +116,17 @@ def transcript(kind: str, a: int, b: int, c: int, rng: random.Random) -> tuple[s
     raise ValueError(f"unknown transcript kind {kind!r} (known: {', '.join(MIX)})")
 
 
+def behaviour(text: str) -> str:
+    """Which of the warm start's behaviours a turn shows: ``copy`` (the refining solver's ``tip:``),
+    ``two_stage`` (the coach's method: two chains joined by ``|``), ``hasty`` (a bare ``\\boxed{}``)
+    or ``single`` (the three-operand single pass, or anything else)."""
+    if text.startswith(USE_HINT):
+        return "copy"
+    if text.startswith("\\boxed"):
+        return "hasty"
+    return "two_stage" if "|" in text else "single"
+
+
 def mlmt_examples(n: int, *, seed: int = 0, exclude: set[str] | None = None) -> list[tuple[str, str]]:
     """``n`` warm-start (prompt, completion) pairs drawn from :data:`MIX`; held-out problems never appear."""
     rng = random.Random(f"{seed}-sum3-sft")
