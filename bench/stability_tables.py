@@ -65,16 +65,21 @@ HEAD = ("| method | lr | final vote | best (periodic) | collapsed: acc / any | K
         "|---|---|---|---|---|---|---|---|")
 
 
-def _warm_rows(data: dict, cell: str) -> list[str]:
-    w = (data.get("warm_start") or {}).get(cell)
-    if not w:
-        return []
-    ev = w["eval"]
-    acc, k = ev["accuracy"], data["spec"]["eval"]["k"]
-    passk = ev.get("pass@k")
-    rows = [f"| warm start | - | {_ms(acc)} | | | | | |"]
-    if passk:
-        rows.append(f"| best-of-{k} of the warm start | - | {_ms(passk)} | | | | | |")
+def _warm_rows(data: dict, cells: list[str]) -> list[str]:
+    """The warm start's and its best-of-k rows, once per distinct warm start of ``cells`` (the relay's
+    vote; GRPO's one-pass prompt is evaluated by its own workflow)."""
+    rows, seen = [], set()
+    k = data["spec"]["eval"]["k"]
+    for cell in cells:
+        w = (data.get("warm_start") or {}).get(cell)
+        if not w or w.get("dir") in seen and w.get("dir") is not None:
+            continue
+        seen.add(w.get("dir"))
+        ev = w["eval"]
+        how = f" ({ev['workflow']})" if ev.get("workflow") else ""
+        rows.append(f"| warm start{how} | - | {_ms(ev['accuracy'])} | | | | | |")
+        if ev.get("pass@k"):
+            rows.append(f"| best-of-{k} of the warm start{how} | - | {_ms(ev['pass@k'])} | | | | | |")
     return rows
 
 
@@ -93,7 +98,7 @@ def tables(data: dict) -> str:
         for run, label in runs:
             for cell in sweep[run]:
                 out.append(row(label, cell.split("=", 1)[1], cell))
-        out += _warm_rows(data, sweep[runs[0][0]][0]) + [""]
+        out += _warm_rows(data, [c for run, _ in runs for c in sweep[run]]) + [""]
         epochs = [(f"{task}_{m}_4ep", label) for m, label in METHODS if f"{task}_{m}_4ep" in stab]
         if epochs:
             out += [f"**{task}** — 4 passes over each batch (`ppo_epochs=4`) at lr 1e-4, beside 1 pass", "", HEAD]
@@ -112,7 +117,7 @@ def tables(data: dict) -> str:
                     (c for c in sweep.get(f"{task}_{m}", []) if c.endswith("=0.001")), None)
                 if cell:
                     out.append(row(label, "1e-3", cell))
-            out += _warm_rows(data, sweep[runs[0][0]][0]) + [""]
+            out += _warm_rows(data, [c for c, _ in abl]) + [""]
     return "\n".join(out).rstrip() + "\n"
 
 
