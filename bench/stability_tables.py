@@ -9,7 +9,7 @@ epochs axis and SAT-Seq's ablations. With ``--write`` it replaces the block betw
 ``<!-- stability-tables:begin -->`` and ``<!-- stability-tables:end -->`` in that page (atomically), so
 the page's figures are this output, never retyped.
 
-Columns: final held-out vote, mean ± s.e. over seeds; best of the periodic held-out evaluation; the
+Columns: the final held-out accuracy (the relay's vote; GRPO: its one pass), mean ± s.e. over seeds; best of the periodic held-out evaluation; the
 seeds that collapsed, counted two ways — ``acc``: the final vote below the warm start's (the
 collapse a user sees), ``any``: that, or a role's response length below 0.5× or its sampled entropy
 below 0.1× stage 0's (docs/compare.md, "Stability"; on this task a converged policy's entropy often
@@ -61,7 +61,7 @@ def _row(label: str, lr: str, stab: dict | None, seeds: list[dict]) -> str:
             f"{_num(stab.get('kl_step_max'))} | {scale} |")
 
 
-HEAD = ("| method | lr | final vote | best (periodic) | collapsed: acc / any | KL q99 | KL max | step scale |\n"
+HEAD = ("| method | lr | final held-out | best (periodic) | collapsed: acc / any | KL q99 | KL max | step scale |\n"
         "|---|---|---|---|---|---|---|---|")
 
 
@@ -72,14 +72,18 @@ def _warm_rows(data: dict, cells: list[str]) -> list[str]:
     k = data["spec"]["eval"]["k"]
     for cell in cells:
         w = (data.get("warm_start") or {}).get(cell)
-        if not w or w.get("dir") in seen and w.get("dir") is not None:
+        if not w:
             continue
-        seen.add(w.get("dir"))
+        # the baseline's directory names its workflow (warm_start_<workflow>_<hash>); the same
+        # evaluation of the same start may sit under several hashes (one per run's settings)
+        how = "one pass" if "warm_start_single_" in str(w.get("dir")) else "relay vote"
         ev = w["eval"]
-        how = f" ({ev['workflow']})" if ev.get("workflow") else ""
-        rows.append(f"| warm start{how} | - | {_ms(ev['accuracy'])} | | | | | |")
+        if (how, ev["accuracy"]["mean"]) in seen:
+            continue
+        seen.add((how, ev["accuracy"]["mean"]))
+        rows.append(f"| warm start ({how}) | - | {_ms(ev['accuracy'])} | | | | | |")
         if ev.get("pass@k"):
-            rows.append(f"| best-of-{k} of the warm start{how} | - | {_ms(ev['pass@k'])} | | | | | |")
+            rows.append(f"| best-of-{k} of the warm start ({how}) | - | {_ms(ev['pass@k'])} | | | | | |")
     return rows
 
 

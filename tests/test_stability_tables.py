@@ -24,7 +24,7 @@ def _data():
             "stability": {cell("0.0001"): stab, cell("0.001"): stab, "relay_sat_seq_no_is": stab},
             "runs": {cell("0.0001"): [_seed(0.0, True), _seed(0.0, True), _seed(0.9, False)],
                      cell("0.001"): [_seed(0.0, True)] * 3, "relay_sat_seq_no_is": [_seed(0.0, True)] * 3},
-            "warm_start": {cell("0.0001"): {"dir": "w", "eval": {"workflow": "relay", "accuracy": {"mean": 0.6, "se": 0.02},
+            "warm_start": {cell("0.0001"): {"dir": "b/warm_start_relay_0a", "eval": {"accuracy": {"mean": 0.6, "se": 0.02},
                                                      "pass@k": {"mean": 0.98, "se": 0.01}}}}}
 
 
@@ -32,7 +32,7 @@ def test_rows_count_accuracy_collapses_per_seed_and_carry_the_baselines():
     text = st.tables(_data())
     assert "| SAT-Seq | 0.0001 | 0.100 ± 0.050 | 0.900 ± 0.010 | 2 / 3 of 3 | 0.12 | 10 | 0.5 |" in text
     assert "| SAT-Seq | 0.001 | 0.100 ± 0.050 | 0.900 ± 0.010 | 3 / 3 of 3 |" in text
-    assert "| warm start (relay) | - | 0.600 ± 0.020 |" in text and "| best-of-4 of the warm start (relay) | - | 0.980 ± 0.010 |" in text
+    assert "| warm start (relay vote) | - | 0.600 ± 0.020 |" in text and "| best-of-4 of the warm start (relay vote) | - | 0.980 ± 0.010 |" in text
     assert "| no IS factor (c = 1) | 1e-3 |" in text  # the ablation block, beside SAT-Seq at 1e-3
 
 
