@@ -1,7 +1,8 @@
 """The step-size study's tables for docs/sat_seq.md, regenerated from ``satseq compare``'s output.
 
     satseq compare recipes/compare/stability.yaml --out DIR --jobs 2
-    python bench/stability_tables.py DIR/comparison.json [--write docs/sat_seq.md]
+    python bench/stability_tables.py DIR/comparison.json --write docs/sat_seq.md
+    python bench/stability_tables.py DIR/comparison.json --compact --write docs/results.md
 
 Reads ``comparison.json`` (per cell: the held-out accuracy of every seed, its stability record,
 the warm start's evaluation) and prints, per task, the grid (method × learning rate), then the
@@ -125,17 +126,41 @@ def tables(data: dict) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def compact(data: dict) -> str:
+    """Per task, the final held-out accuracy (mean ± s.e. over seeds) of each method at each learning
+    rate, and the rows outside the grid (epochs, ablations) with theirs: the study on one screen."""
+    stab, sweep = data["stability"], data.get("sweep", {})
+    out = []
+    for task in ("relay", "chain"):
+        runs = [(f"{task}_{m}", label) for m, label in METHODS if f"{task}_{m}" in sweep]
+        if not runs:
+            continue
+        lrs = [c.split("=", 1)[1] for c in sweep[runs[0][0]]]
+        out += [f"| {task}: final held-out | " + " | ".join(f"lr {v}" for v in lrs) + " |",
+                "|---|" + "---|" * len(lrs)]
+        for run, label in runs:
+            out.append(f"| {label} | " + " | ".join(_ms((stab.get(c) or {}).get("final")) for c in sweep[run]) + " |")
+        warm = [r.split(" | ")[0].lstrip("| ") + ": " + r.split(" | ")[2] for r in
+                _warm_rows(data, [c for run, _ in runs for c in sweep[run]])]
+        out += ["", f"{task}: " + "; ".join(warm) + ".", ""]
+        extra = [(k, v) for k, v in stab.items() if k.startswith(f"{task}_") and "@" not in k]
+        if extra:
+            out += [f"{task}, outside the grid: " + "; ".join(f"`{k}` {_ms(v.get('final'))}" for k, v in extra) + ".", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("comparison", help="comparison.json written by satseq compare recipes/compare/stability.yaml")
     ap.add_argument("--write", help="a markdown page whose stability-tables block to replace")
+    ap.add_argument("--compact", action="store_true", help="one table of final accuracies per task (docs/results.md)")
     a = ap.parse_args(argv)
     try:
         data = json.loads(Path(a.comparison).read_text())
     except (OSError, ValueError) as e:
         print(f"error: {a.comparison}: {e}", file=sys.stderr)
         return 2
-    text = tables(data)
+    text = compact(data) if a.compact else tables(data)
     if not a.write:
         print(text, end="")
         return 0

@@ -47,3 +47,10 @@ def test_write_replaces_only_the_marked_block(tmp_path):
     page.write_text("no markers\n")
     assert st.main([str(src), "--write", str(page)]) == 2 and page.read_text() == "no markers\n"
     assert st.main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_compact_table_is_one_row_per_method_with_the_final_accuracy_per_lr():
+    text = st.compact(_data())
+    assert "| relay: final held-out | lr 0.0001 | lr 0.001 |" in text
+    assert "| SAT-Seq | 0.100 ± 0.050 | 0.100 ± 0.050 |" in text
+    assert "warm start (relay vote): 0.600 ± 0.020" in text and "`relay_sat_seq_no_is` 0.100 ± 0.050" in text

@@ -95,6 +95,9 @@ def _mean_err(values: list[float]) -> tuple[float, float]:
     return m, err
 
 
+SWEEP_COLUMNS = 5  # panels per row of sweep.png
+
+
 def plot_sweep(results: dict[str, list[dict]], warm: dict[str, Optional[dict]], sweeps: dict[str, list[str]],
                path: Path) -> Path:
     """``sweep.png``: per run in ``sweeps`` (``{run: [cells]}``), final accuracy against the swept value."""
@@ -107,8 +110,12 @@ def plot_sweep(results: dict[str, list[dict]], warm: dict[str, Optional[dict]], 
     from satseq.utils.io import atomic_write
 
     n = len(sweeps)
-    fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.2), squeeze=False)
-    for ax, (run, cells) in zip(axes[0], sweeps.items()):
+    cols = min(n, SWEEP_COLUMNS)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.6 * rows), squeeze=False, sharey=True)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, (run, cells) in zip(axes.flat, sweeps.items()):
         keys = list(results[cells[0]][0]["point"])
         xs_all = [results[c][0]["point"][keys[0]] for c in cells]
         numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs_all)
@@ -139,6 +146,7 @@ def plot_sweep(results: dict[str, list[dict]], warm: dict[str, Optional[dict]], 
         if not numeric:
             ax.set_xticks(range(len(order)), [value_label(v) for v in order])
         ax.set_xlabel(keys[0])
+        ax.set_ylim(-0.03, 1.03)  # one scale for every panel: accuracies side by side
         ax.set_ylabel("held-out accuracy (final answer)")
         ax.set_title(f"{run} ({results[cells[0]][0]['method']})", fontsize=10)
         ax.grid(alpha=0.3)
