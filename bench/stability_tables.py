@@ -135,11 +135,13 @@ def compact(data: dict) -> str:
         runs = [(f"{task}_{m}", label) for m, label in METHODS if f"{task}_{m}" in sweep]
         if not runs:
             continue
-        lrs = [c.split("=", 1)[1] for c in sweep[runs[0][0]]]
+        lrs = sorted({c.split("=", 1)[1] for run, _ in runs for c in sweep[run]}, key=float)  # a run may have more
         out += [f"| {task}: final held-out | " + " | ".join(f"lr {v}" for v in lrs) + " |",
                 "|---|" + "---|" * len(lrs)]
         for run, label in runs:
-            out.append(f"| {label} | " + " | ".join(_ms((stab.get(c) or {}).get("final")) for c in sweep[run]) + " |")
+            at = {c.split("=", 1)[1]: c for c in sweep[run]}
+            out.append(f"| {label} | " + " | ".join(_ms((stab.get(at[v]) or {}).get("final")) if v in at else "not run"
+                                                    for v in lrs) + " |")
         warm = [r.split(" | ")[0].lstrip("| ") + ": " + r.split(" | ")[2] for r in
                 _warm_rows(data, [c for run, _ in runs for c in sweep[run]])]
         out += ["", f"{task}: " + "; ".join(warm) + ".", ""]
