@@ -39,14 +39,20 @@ def test_chain_probes_are_answered_by_the_corpus_behaviours():
 def test_mlmt_and_pag_probes_are_answered_by_the_corpus_behaviours():
     from satseq.data.arithmetic import ArithmeticTask, careful_solution
     from satseq.data.multiturn import careful_verification, pag_probes
-    from satseq.data.sum_of_three import USE_HINT, SumOfThreeTask, mlmt_probes, two_stage_solution
+    from satseq.data.sum_of_three import (USE_HINT, SumOfThreeTask, mlmt_probes, single_pass_solution,
+                                          two_stage_solution)
     from satseq.models.warm_start import probe_answer
 
     problems = SumOfThreeTask(seed=0).problems(10, split="valid")
-    for i, pr in enumerate(mlmt_probes(problems)):
-        a, b, c = (problems[i // 2].meta[k] for k in "abc")
-        ref = two_stage_solution(a, b, c) if pr.kind == "coach_two_stage" else USE_HINT + f"\\boxed{{{pr.answer}}}"
+    probes = mlmt_probes(problems)
+    assert [p.kind for p in probes[:4]] == ["coach_two_stage", "refine_copy", "solver_single", "refine_single"]
+    for i, pr in enumerate(probes):
+        a, b, c = (problems[i // 4].meta[k] for k in "abc")
+        ref = {"coach_two_stage": two_stage_solution(a, b, c), "refine_copy": USE_HINT + f"\\boxed{{{pr.answer}}}",
+               "solver_single": single_pass_solution(a, b, c), "refine_single": single_pass_solution(a, b, c)}[pr.kind]
         assert ref.startswith(pr.head) and probe_answer(ref) == pr.answer
+        if pr.kind.endswith("single"):
+            assert pr.answer == str(a + b + c) and not pr.head.startswith("\\")  # a digit: the chain, not hasty
     problems = ArithmeticTask(seed=0).problems(30, split="valid")
     probes = pag_probes(problems)
     verdicts = [p.answer for p in probes if p.kind == "careful_verify"]
