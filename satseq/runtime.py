@@ -216,7 +216,7 @@ def _check_prompts_before_the_warm_start(cfg: TrainConfig, spec, method, sets) -
 def run_engine(cfg: TrainConfig, tokenizer, device: str):
     """The run's rollout engine (``rollout.*``); a Ray actor builds its own with this too."""
     return make_engine(cfg.rollout.engine, tokenizer, batch_size=cfg.rollout.batch_size, device=device,
-                       fused=cfg.rollout.fused, dtype=cfg.rollout.dtype)
+                       fused=cfg.rollout.fused, dtype=cfg.rollout.dtype, vllm=cfg.rollout.vllm)
 
 
 def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:

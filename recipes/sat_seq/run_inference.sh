@@ -8,12 +8,17 @@
 # Defaults: --dataset aime24; --checkpoint_dir outputs/sat_seq_dapo if that run exists, else
 # "embedded" (the embedded warm start); --output_dir outputs/<dataset>_inference.
 # Every other option is passed through to `satseq eval` (see `satseq eval --help`): --n, --k,
-# --temperature, --top_p, --max_new_tokens, --limit, --data_dir, --batch_size, --threads, --stage, --seed.
+# --temperature, --top_p, --max_new_tokens, --limit, --data_dir, --batch_size, --threads, --stage, --seed,
+# --engine vllm (vLLM; on CPU its build lives in .venv-vllm: make setup-vllm).
 # Interrupted? Run the same command again: finished problems are not redone.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-if [[ -x "${REPO_ROOT}/.venv/bin/satseq" ]]; then
+venv=".venv"
+[[ " $* " == *" --engine vllm "* || " $* " == *" --engine=vllm "* ]] && venv=".venv-vllm"
+if [[ -x "${REPO_ROOT}/${venv}/bin/satseq" ]]; then
+    SATSEQ="${REPO_ROOT}/${venv}/bin/satseq"
+elif [[ -x "${REPO_ROOT}/.venv/bin/satseq" ]]; then
     SATSEQ="${REPO_ROOT}/.venv/bin/satseq"
 elif command -v satseq >/dev/null 2>&1; then
     SATSEQ="satseq"

@@ -83,6 +83,19 @@ class DataConfig(Section):
 
 
 # ------------------------------------------------------------------------------------- rollout
+class VllmConfig(Section):
+    """``rollout.vllm``: how the vLLM engine is started (``rollout.engine=vllm``; docs/vllm.md)."""
+
+    max_model_len: Optional[int] = Field(None, ge=16, description="the engine's context in tokens (prompt + rollout.max_new_tokens); None = the model's own")
+    kv_cache_gb: float = Field(1.0, gt=0.0, description="CPU: the KV cache vLLM reserves, in GiB (VLLM_CPU_KVCACHE_SPACE)")
+    gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0, description="GPU: the share of device memory vLLM takes for weights and KV cache; the trainer needs the rest")
+    enforce_eager: bool = Field(True, description="true: no graph compilation (starts in seconds); false: vLLM compiles the model (about 30 s on CPU, once) for faster decoding")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs one engine spans (tensor parallel)")
+    sleep: bool = Field(False, description="GPU: put the engine to sleep (weights offloaded, KV cache freed) between rollout and update, and wake it for the next rollout; ignored on CPU")
+    max_loras: Optional[int] = Field(None, ge=1, description="LoRA adapters one batch may mix; None = the number of LoRA agents, at least 4 and at most 8")
+    max_lora_rank: int = Field(64, ge=1, description="the largest LoRA rank the engine accepts (raised to model.lora.r when that is larger)")
+
+
 class RolloutConfig(Section):
     """``rollout``: sampling settings of every agent turn (tokens, temperature, stops, batch, fused decode)."""
 
@@ -91,8 +104,11 @@ class RolloutConfig(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     stop: list[str] = Field(default_factory=list, description="extra stop strings ending a response")
     batch_size: int = Field(128, ge=1, description="generation micro-batch (sequences per forward)")
-    engine: Literal["hf", "vllm"] = Field("hf", description="generation backend")
+    engine: Literal["hf", "vllm"] = Field("hf", description="generation backend: hf = satseq's own decode loop (no install); vllm = vLLM in-process, weights synced after every update (make setup-vllm on CPU, pip install 'satseq[vllm]' on GPU; docs/vllm.md)")
     fused: bool = Field(True, description="Llama-family models (Llama, Qwen2, SmolLM2) decode through satseq's fused forward (fused weights, preallocated KV cache, packed GEMMs on x86 CPUs; satseq/rollout/fused_decode.py); false = the model's own forward")
+    vllm: VllmConfig = Field(default_factory=VllmConfig, description="the vLLM engine's settings (rollout.engine=vllm)")
+    is_correction: Literal["auto", "token", "sequence", "off"] = Field("auto", description="truncated importance sampling of the engine-vs-trainer mismatch: every advantage is weighted by min(is_cap, pi_trainer/pi_engine), per token or per sequence (product over its tokens); auto = token with rollout.engine=vllm, off with hf (whose fp32 log-probs are the trainer's); SAT-Seq's own c_t is unchanged")
+    is_cap: float = Field(2.0, ge=1.0, description="the truncation C of the engine importance weight min(C, pi_trainer/pi_engine)")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="precision of the fused rollout (auto = model.dtype). The trainer re-scores every rollout in model.dtype, so on-policy ratios stay exactly 1; a bf16 rollout samples from a slightly different policy (the gap is logged as <agent>/logprob_gap). bf16 pays on GPUs and AMX CPUs; on CPUs without AMX it is slower than fp32 (docs/results.md)")
 
 

@@ -145,9 +145,9 @@ def mlmt_probes(problems, *, seed: int = 0) -> list[Probe]:
     **two-stage** demonstration (after a shown attempt: the sum), the refining solver's **copy** of the
     coach's hint (``tip:``: the hint, right or a near miss), and the three-operand **single pass**, both
     as the solver's first answer and as the refining solver's re-solve (its first digit: the sum). The
-    single pass is a target too, a floor: left to chance, six builds had it right 0.38–0.78 of the
-    time at T = 1 when the other two were done, and that moved turn 3 between 0.51 and 0.67
-    (docs/embedded_default.md). How *often* the solver picks it (its share) stays set by the corpus."""
+    recipe targets the first two; the single pass is recorded at every check: six builds had it right
+    0.38–0.78 of the time at T = 1 when the other two were done, which moved turn 3 between 0.51 and
+    0.67 (docs/embedded_default.md)."""
     rng = random.Random(f"{seed}-sum3-probes")
     out = []
     for p in problems:

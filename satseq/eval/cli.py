@@ -57,6 +57,8 @@ def eval_command(
     seed: int = typer.Option(0, "--seed", help="sampling seed"),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda[:i]"),
     progress: bool = typer.Option(True, "--progress/--no_progress", help="progress bar (only on a terminal)"),
+    engine: str = typer.Option("hf", "--engine", help="hf: satseq's decode loop; vllm: vLLM (make setup-vllm on CPU, "
+                               "pip install 'satseq[vllm]' on GPU)"),
     workflow: Optional[str] = typer.Option(
         None, "--workflow", help="coach: MLMT's solve -> feedback -> refine; self_verify: PAG's solve -> verify -> "
         "revise (Acc@t1, Acc@final, verifier accuracy). For a single model; MLMT / PAG run dirs use theirs"),
@@ -67,7 +69,7 @@ def eval_command(
     run_evaluation(dataset, checkpoint_dir, output_dir, n=n, ks=_parse_ks(k), temperature=temperature, top_p=top_p,
                    max_new_tokens=max_new_tokens, limit=limit, data_dir=data_dir, batch_size=batch_size,
                    threads=threads, stage=stage, seed=seed, device=device, show_progress=progress,
-                   console=typer.echo, workflow=workflow)
+                   console=typer.echo, workflow=workflow, engine=engine)
 
 
 if __name__ == "__main__":  # python -m satseq.eval.cli ... (the main entry point is `satseq eval`)

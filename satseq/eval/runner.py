@@ -176,13 +176,14 @@ def run_evaluation(
     console: Callable[[str], None] = print,
     engine_factory: Callable[..., Any] | None = None,
     workflow: str | None = None,
+    engine: str = "hf",
 ) -> dict:
     """Evaluate and write ``predictions.jsonl``, ``inference_config.yaml``, ``metrics.json``.
 
     Returns the metrics dict (also written to ``metrics.json``). ``engine_factory(tokenizer,
-    batch_size=, device=)`` replaces the HF rollout engine (tests). See the module docstring.
+    batch_size=, device=)`` replaces the rollout engine (tests); ``engine``: ``hf`` (satseq's) or ``vllm``
+    (recorded in ``inference_config.yaml`` when not ``hf``). See the module docstring.
     """
-    from satseq.rollout.hf_engine import HFEngine
     from satseq.utils.progress import progress_bar
     from satseq.workflows.base import make_workflow
 
@@ -195,6 +196,8 @@ def run_evaluation(
         raise ConfigError(f"--threads must be >= 0, got {threads}")
     from satseq.workflows.base import workflow_names
 
+    if engine not in ("hf", "vllm"):
+        raise ConfigError(f"--engine must be hf or vllm, got '{engine}'")
     if workflow is not None and workflow not in workflow_names():
         raise ConfigError(f"--workflow must be one of {', '.join(workflow_names())} (or left out), got '{workflow}'")
     ks = _resolve_ks(ks, n, console)
@@ -243,9 +246,10 @@ def run_evaluation(
         "batch_size": batch_size,
         "device": dev,
         "threads": threads,
+        **({"engine": engine} if engine != "hf" else {}),
         **({"run": target.info} if target.kind == "run" else {}),
         "command": _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling, limit, data_dir, batch_size,
-                                  threads, target.stage, seed, workflow),
+                                  threads, target.stage, seed, workflow, engine),
     }
     check_same_config(out_dir, config, rows)
     # Every prompt must fit the model's context before anything is written or generated.
@@ -258,8 +262,12 @@ def run_evaluation(
     todo = [(i, p) for i, p in enumerate(problems) if problem_key(p.problem_id) not in done]
     per_chunk = max(1, batch_size // n)
     wf = make_workflow(target.workflow, target.roles, target.fmt, sampling, **target.options)
-    make = engine_factory or HFEngine
-    engine = make(target.pool.tokenizer, batch_size=batch_size, device=dev)
+    if engine_factory is None:
+        from satseq.rollout.engine import make_engine
+
+        def engine_factory(tokenizer, *, batch_size, device):
+            return make_engine(engine, tokenizer, batch_size=batch_size, device=device)
+    rollout_engine = engine_factory(target.pool.tokenizer, batch_size=batch_size, device=dev)
     if rows and todo:
         console(f"[satseq] resuming {out_dir}: {len(problems) - len(todo)}/{len(problems)} problems already done")
     t_gen = time.perf_counter()
@@ -274,7 +282,7 @@ def run_evaluation(
         for c, items in sorted(chunks.items()):
             chunk = [p for _, p in items]
             gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + c)
-            episodes = wf.rollout(chunk, target.pool, engine, group_size=n, generator=gen)
+            episodes = wf.rollout(chunk, target.pool, rollout_engine, group_size=n, generator=gen)
             target.method.grade(episodes)
             for rec in records(target, chunk, episodes, n, ks):
                 append_jsonl(out_dir / PREDICTIONS, rec)
@@ -306,7 +314,7 @@ def run_evaluation(
 
 
 def _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling: SamplingParams, limit, data_dir, batch_size,
-                   threads, stage, seed, workflow=None) -> str:
+                   threads, stage, seed, workflow=None, engine: str = "hf") -> str:
     import shlex
 
     parts = ["satseq", "eval", "--dataset", str(dataset), "--checkpoint_dir", str(checkpoint_dir),
@@ -326,4 +334,6 @@ def _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling: SamplingPa
         parts += ["--stage", str(stage)]
     if workflow is not None:
         parts += ["--workflow", workflow]
+    if engine != "hf":
+        parts += ["--engine", engine]
     return " ".join(shlex.quote(p) for p in parts)

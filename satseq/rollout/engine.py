@@ -21,7 +21,8 @@ class RolloutEngine(Protocol):
 
 
 def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "cpu", fused: bool = True,
-                dtype: str = "auto") -> RolloutEngine:
+                dtype: str = "auto", vllm=None) -> RolloutEngine:
+    """``rollout.engine``: ``hf`` (satseq's decode loop) or ``vllm`` (``vllm``: the ``rollout.vllm`` section)."""
     from satseq.errors import ConfigError
 
     if name == "hf":
@@ -30,5 +31,8 @@ def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "c
         return HFEngine(tokenizer, batch_size=batch_size, device=device, fused=fused,
                         dtype=None if dtype == "auto" else getattr(torch, dtype))
     if name == "vllm":
-        raise ConfigError("rollout.engine: 'vllm' is not available in this build yet; use rollout.engine=hf")
+        from satseq.rollout.vllm_engine import VLLMEngine, VLLMSettings
+
+        settings = VLLMSettings(**(vllm.model_dump() if hasattr(vllm, "model_dump") else (vllm or {})))
+        return VLLMEngine(tokenizer, settings=settings, device=device, dtype=dtype)
     raise ConfigError(f"rollout.engine: unknown engine '{name}' (known: hf, vllm)")

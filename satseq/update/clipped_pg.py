@@ -14,7 +14,10 @@ pass's detached log-probs are the old ones and the extra forward is skipped. Wit
 (``trainer.step_kl``) one no-grad forward after the last step gives the new policy's log-probs of the
 batch, and ``kl_step_q99`` / ``kl_step_max`` / ``kl_step_mean`` (:mod:`satseq.update.step_kl`)
 compare them with the old ones; nothing else changes (on-policy with dropout: one more no-grad
-forward before the first step, used only for these statistics).
+forward before the first step, used only for these statistics). With ``rollout.is_correction``
+(on by default with the vLLM engine) each advantage is weighted by the truncated ratio of the trainer's
+old log-probs to the engine's (:mod:`satseq.update.engine_correction`); ``is_engine_mean`` and
+``is_engine_truncated`` are logged per agent.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import torch
 from satseq.algos.kl import kl_penalty
 from satseq.algos import get_loss
 from satseq.update.batch import TurnBatch, batch_logprobs
+from satseq.update.engine_correction import EngineCorrection, corrected_advantages
 from satseq.update.loop import (has_dropout, mean, minibatches, optimizer_step, policy_temperature, reference_logprobs,
                                 training_mode)
 from satseq.update.step_kl import step_kl_stats
@@ -43,6 +47,7 @@ class PGSettings:
     loss: str = "ppo"
     norm_tokens: int | None = None  # seq-mean-token-sum-norm: the per-sequence constant (None = batch width)
     step_kl: bool = False  # log the k3 KL between the policy before and after the update (one more forward)
+    correction: EngineCorrection = EngineCorrection()  # rollout.is_correction: the engine-mismatch TIS weight
 
     @classmethod
     def from_grpo(cls, cfg) -> "PGSettings":
@@ -50,7 +55,8 @@ class PGSettings:
         return cls(epochs=g.ppo_epochs, mini_batch_size=g.mini_batch_size, clip_low=g.epsilon_low,
                    clip_high=g.epsilon_high, agg_mode=g.loss_agg_mode, kl_coef=g.kl_coef,
                    grad_clip=cfg.trainer.grad_clip, temperature=policy_temperature(cfg), loss=g.policy_loss,
-                   norm_tokens=cfg.rollout.max_new_tokens, step_kl=cfg.trainer.step_kl)
+                   norm_tokens=cfg.rollout.max_new_tokens, step_kl=cfg.trainer.step_kl,
+                   correction=EngineCorrection.from_config(cfg))
 
 
 def is_on_policy(s: PGSettings, n: int) -> bool:
@@ -91,7 +97,7 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
     if s.kl_coef > 0:
         ref_lp = reference_logprobs(pool, reference or agent, batch, temperature=s.temperature, device=device)
         model = pool.module(agent)
-    losses, clipfracs, kls = [], [], []
+    losses, clipfracs, kls, is_stats = [], [], [], []
     extra = {}
     if s.agg_mode == "seq-mean-token-sum-norm" and s.norm_tokens:
         extra["norm_const"] = float(s.norm_tokens * min(s.mini_batch_size, len(batch)))
@@ -106,13 +112,18 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
             old = lp.detach() if old_lp is None else old_lp[idx][:, :w]
             if s.step_kl and stat_old is None:  # on-policy: one mini-batch, the whole batch permuted by idx
                 stat_old = lp.detach()[torch.argsort(idx)]
-            loss, lm = loss_fn(lp, old, mb.advantages.to(lp.device), m, clip_low=s.clip_low,
+            adv, st = corrected_advantages(s.correction, mb.advantages.to(lp.device), old, m, mb.behaviour_logprobs)
+            if st:
+                is_stats.append(st)
+            loss, lm = loss_fn(lp, old, adv, m, clip_low=s.clip_low,
                                clip_high=s.clip_high, agg_mode=s.agg_mode, kl=kl, beta=s.kl_coef, **extra)
             if kl is not None:
                 kls.append(lm["kl"])
             losses.append(optimizer_step(opt, loss, pool.parameters(agent), s.grad_clip))
             clipfracs.append(float(lm["clipfrac"]))
     out = {"loss": mean(losses), "clipfrac": mean(clipfracs), "logprob_gap": gap}
+    for k in (is_stats[0] if is_stats else {}):  # the engine-mismatch correction's weights, per agent
+        out[k] = mean([st[k] for st in is_stats])
     if kls:
         out["kl_ref"] = mean(kls)
     if s.step_kl:

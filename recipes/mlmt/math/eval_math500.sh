@@ -8,7 +8,8 @@
 # dir, hub id, smollm2, embedded) that plays both roles. MATH-500 is read from --data_dir /
 # $SATSEQ_DATA_DIR (<dir>/math500/test.jsonl) before the hub. DATASET=embedded evaluates on the
 # embedded task's held-out split instead. Other options go to `satseq eval` (--n, --limit,
-# --temperature, --batch_size, ...). Results: $OUTPUT_DIR (default outputs/mlmt_eval_<dataset>_<name>).
+# --temperature, --batch_size, --engine vllm, ...; with --engine vllm the satseq of .venv-vllm runs, made by
+# make setup-vllm). Results: $OUTPUT_DIR (default outputs/mlmt_eval_<dataset>_<name>).
 set -euo pipefail
 if [ $# -lt 1 ] || [ -z "${1:-}" ] || [[ "$1" == -* ]]; then
   echo "usage: $0 <model_path> [satseq eval options]" >&2
@@ -16,7 +17,10 @@ if [ $# -lt 1 ] || [ -z "${1:-}" ] || [[ "$1" == -* ]]; then
 fi
 model="$1"; shift
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
-satseq="$root/.venv/bin/satseq"
+venv=".venv"
+[[ " $* " == *" --engine vllm "* || " $* " == *" --engine=vllm "* ]] && venv=".venv-vllm"
+satseq="$root/$venv/bin/satseq"
+[ -x "$satseq" ] || satseq="$root/.venv/bin/satseq"
 [ -x "$satseq" ] || satseq="satseq"
 dataset="${DATASET:-math500}"
 out="${OUTPUT_DIR:-outputs/mlmt_eval_${dataset}_$(basename "${model%/}")}"

@@ -38,6 +38,7 @@ from satseq.methods.sat_seq.monitor.certificate_batch import certificate_metrics
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.clipped_pg import behaviour_gap
+from satseq.update.engine_correction import EngineCorrection, corrected_advantages
 from satseq.update.step_kl import step_kl_stats
 from satseq.update.loop import (has_dropout, make_optimizer, mean, minibatches, optimizer_step, policy_temperature,
                                 training_mode)
@@ -68,6 +69,7 @@ class StageCoordinator:
         self.loss_fn = get_loss(s.policy_loss)
         self.temperature = policy_temperature(cfg)
         self.pad_id = pool.tokenizer.pad_token_id
+        self.correction = EngineCorrection.from_config(cfg)  # the engine-mismatch TIS weight; c_t is separate
 
     def _make_optimizers(self) -> dict:
         """One optimizer per trainable agent this pool holds (a Ray actor holds only its own agents;
@@ -124,7 +126,7 @@ class StageCoordinator:
                                  need_logits=exact)
             cur["lp"], cur["mask"] = out[0], out[1]
             cur["dist"] = out[2] if exact else None
-        stats: dict = {"loss": [], "clipfrac": [], "kl": []}
+        stats: dict = {"loss": [], "clipfrac": [], "kl": [], "engine_is": []}
 
         # sat_seq.ratio goes to the losses that take a ratio form (sat_seq's own does)
         options = {"ratio": _RATIO[s.ratio]} if "ratio" in inspect.signature(self.loss_fn).parameters else {}
@@ -145,7 +147,10 @@ class StageCoordinator:
                         kl = exact_kl(logits, cur["dist"][idx][:, :width]) * m
                     else:
                         kl = kl_penalty(lp, cur_lp_mb, s.kl_penalty) * m
-                    loss, lm = self.loss_fn(lp, cur_lp_mb, mb.advantages.to(lp.device), m, clip_low=s.epsilon,
+                    adv, st = corrected_advantages(self.correction, mb.advantages.to(lp.device), cur_lp_mb, m,
+                                                   mb.behaviour_logprobs)
+                    stats["engine_is"] += [st] if st else []
+                    loss, lm = self.loss_fn(lp, cur_lp_mb, adv, m, clip_low=s.epsilon,
                                             clip_high=s.epsilon, agg_mode="seq-mean-token-mean", is_weight=c[idx],
                                             kl=kl, beta=beta, **options)
                     stats["loss"].append(optimizer_step(opt, loss, self.pool.parameters(name),
@@ -183,6 +188,7 @@ class StageCoordinator:
             # π_cur is the policy that sampled these turns: the gap is the engine's (precision, kernels)
             "logprob_gap": behaviour_gap(cur["lp"], cur["mask"], batch.behaviour_logprobs),
             "time_kl_check": last["seconds"],  # every check's forward, retries included
+            **{k: mean([st[k] for st in stats["engine_is"]]) for k in (stats["engine_is"][0] if stats["engine_is"] else {})},
         }
 
     # ------------------------------------------------------------------ resume

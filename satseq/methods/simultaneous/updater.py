@@ -26,6 +26,7 @@ from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.loop import make_optimizer, mean, minibatches, optimizer_step, policy_temperature, training_mode
+from satseq.update.engine_correction import EngineCorrection, corrected_advantages
 from satseq.update.step_kl import step_kl_stats
 
 _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
@@ -44,6 +45,7 @@ class SimultaneousUpdater:
         self.options = {"ratio": _RATIO[s.ratio]} if "ratio" in inspect.signature(self.loss_fn).parameters else {}
         self.temperature = policy_temperature(cfg)
         self.pad_id = pool.tokenizer.pad_token_id
+        self.correction = EngineCorrection.from_config(cfg)
 
     def update(self, stage: int, episodes: list[Episode]) -> dict:
         s = self.cfg.sat_seq
@@ -56,18 +58,23 @@ class SimultaneousUpdater:
                                  device=self.device)[0] for n in self.trainable}
         metrics: dict = {}
         for name in self.trainable:
-            model, batch, losses, clipfracs = self.pool.module(name), batches[name], [], []
+            model, batch, losses, clipfracs, is_stats = self.pool.module(name), batches[name], [], [], []
             with training_mode(model):
                 for idx, mb in minibatches(batch, s.ppo_epochs, s.mini_batch_size, self.gen):
                     lp, m = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature, device=self.device,
                                            grad=True, chunk=len(mb))
-                    loss, lm = self.loss_fn(lp, old[name][idx][:, :lp.shape[1]], mb.advantages.to(lp.device), m,
+                    old_mb = old[name][idx][:, :lp.shape[1]]
+                    adv, st = corrected_advantages(self.correction, mb.advantages.to(lp.device), old_mb, m,
+                                                   mb.behaviour_logprobs)
+                    is_stats += [st] if st else []
+                    loss, lm = self.loss_fn(lp, old_mb, adv, m,
                                             clip_low=s.epsilon, clip_high=s.epsilon, agg_mode="seq-mean-token-mean",
                                             **self.options)
                     losses.append(optimizer_step(self.optimizers[name], loss, self.pool.parameters(name),
                                                  self.cfg.trainer.grad_clip))
                     clipfracs.append(float(lm["clipfrac"]))
             metrics.update({f"{name}/loss": mean(losses), f"{name}/clipfrac": mean(clipfracs)})
+            metrics.update({f"{name}/{k}": mean([st[k] for st in is_stats]) for k in (is_stats[0] if is_stats else {})})
             if self.cfg.trainer.step_kl:
                 new_lp, mask = batch_logprobs(model, batch, self.pad_id, temperature=self.temperature,
                                               device=self.device)
