@@ -257,10 +257,12 @@ def test_every_method_trains_with_vllm_and_an_interrupted_run_resumes_it_exactly
     train(satseq.load(overrides=args + ["run_name=resumed"]), console=lambda *a, **k: None, stop_after=1)
     resumed = train(satseq.load(overrides=args + ["run_name=resumed"]), console=lambda *a, **k: None)
     rows, again = _method_rows(whole), _method_rows(resumed)
-    assert len(rows) == 2 and rows == again, [(a["step"], k, a[k], b.get(k)) for a, b in zip(rows, again)
-                                              for k in a if a[k] != b.get(k)]
     wa, wb = _stage_weights(whole), _stage_weights(resumed)
-    assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert len(rows) == 2 and wa and wa.keys() == wb.keys()
+    # bitwise, A*-PO with LoRA included: its dropout draws from torch's global generator, which vLLM's
+    # engine start would advance if the engine did not run on a fork of it
+    assert rows == again, [(a["step"], k, a[k], b.get(k)) for a, b in zip(rows, again) for k in a if a[k] != b.get(k)]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
     if method in ("sat_seq", "grpo", "simultaneous", "mlmt", "pag"):  # the TIS weight is logged per agent
         assert any(k.endswith("/is_engine_mean") for k in rows[0]), sorted(rows[0])
 
@@ -295,11 +297,12 @@ def test_satseq_eval_with_vllm_writes_the_same_files_and_metrics(workflow, tiny_
 
 
 def test_a_killed_sat_seq_run_with_vllm_resumes_exactly(tiny_dir, tmp_path):
-    """A real SIGKILL in the middle of stage 1 (three LoRA agents on one engine), then the same command."""
+    """A real SIGKILL in the middle of stage 1 (three full agents on one engine, reloaded per turn), then the
+    same command. (LoRA agents resume in the in-process test above; vLLM's CPU LoRA path is slow.)"""
     import subprocess
     import sys
 
-    args = ["train", f"model.path={tiny_dir}", "method=sat_seq", "model.lora.enabled=true", *FAST, f"output_dir={tmp_path}"]
+    args = ["train", f"model.path={tiny_dir}", "method=sat_seq", "model.lora.enabled=false", *FAST, f"output_dir={tmp_path}"]
 
     def cli(*extra, env=None):
         return subprocess.run([sys.executable, "-m", "satseq.cli", *args, *extra], capture_output=True, text=True,
@@ -315,3 +318,24 @@ def test_a_killed_sat_seq_run_with_vllm_resumes_exactly(tiny_dir, tmp_path):
     assert len(_method_rows(a)) == 2 and _method_rows(a) == _method_rows(b)
     wa, wb = _stage_weights(a), _stage_weights(b)
     assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_a_lora_pools_reference_policy_samples_from_the_base():
+    from satseq.models.agents import AgentPool
+    from satseq.models.tiny import build_tiny_model
+    from satseq.rollout.types import SamplingParams
+    from satseq.rollout.vllm_engine import VLLMEngine
+
+    base, tok = build_tiny_model(seed=5)
+    pool = AgentPool.lora(["a1"], base, tok, r=8, alpha=16, dropout=0.0)
+    with torch.no_grad():
+        for n, p in pool.module("a1").named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.3)
+    engine = VLLMEngine(tok)
+    sp = SamplingParams(max_new_tokens=8, temperature=1.0)
+    with pool.reference("a1") as ref:
+        gens = engine.generate(ref, prompts(tok, 4), sp, streams(4))
+        assert max_gap(ref, gens, tok.pad_token_id) < TOL
+    gens = engine.generate(pool.module("a1"), prompts(tok, 4), sp, streams(4))
+    assert max_gap(pool.module("a1"), gens, tok.pad_token_id) < TOL

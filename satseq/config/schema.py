@@ -93,7 +93,7 @@ class VllmConfig(Section):
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs one engine spans (tensor parallel)")
     sleep: bool = Field(False, description="GPU: put the engine to sleep (weights offloaded, KV cache freed) between rollout and update, and wake it for the next rollout; ignored on CPU")
     max_loras: Optional[int] = Field(None, ge=1, description="LoRA adapters one batch may mix; None = the number of LoRA agents, at least 4 and at most 8")
-    max_lora_rank: int = Field(64, ge=1, description="the largest LoRA rank the engine accepts (raised to model.lora.r when that is larger)")
+    max_lora_rank: Optional[int] = Field(None, ge=1, description="the largest LoRA rank the engine accepts; None = the agents' rank (model.lora.r). On CPU vLLM's LoRA kernels gather each token's adapter at this rank, so their cost grows with it")
 
 
 class RolloutConfig(Section):

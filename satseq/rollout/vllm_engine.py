@@ -63,7 +63,15 @@ class VLLMSettings:
     tensor_parallel_size: int = 1
     sleep: bool = False                      # GPU: free the engine's memory between rollout and update
     max_loras: Optional[int] = None          # None = the number of agents seen (at most 8)
-    max_lora_rank: int = 64
+    max_lora_rank: Optional[int] = None      # None = the adapters' rank
+
+
+def _lora_rank(r: int) -> int:
+    """The smallest rank vLLM accepts (8, 16, 32, ...) that holds ``r``."""
+    out = 8
+    while out < r:
+        out *= 2
+    return out
 
 
 def vllm_available() -> bool:
@@ -115,6 +123,14 @@ def base_state_dict(model) -> dict[str, torch.Tensor]:
             continue
         out[k.replace(".base_layer.", ".")] = v
     return out
+
+
+def _adapters_disabled(model) -> bool:
+    """Inside peft's ``disable_adapter()`` (the reference policy of LoRA agents): the base computes alone."""
+    for m in model.modules():
+        if hasattr(m, "lora_A") and hasattr(m, "disable_adapters"):
+            return bool(m.disable_adapters)
+    return False
 
 
 def _base_params(model):
@@ -205,7 +221,7 @@ class VLLMEngine:
             kwargs["gpu_memory_utilization"] = self.settings.gpu_memory_utilization
             kwargs["enable_sleep_mode"] = self.settings.sleep
         if lora:
-            kwargs.update(enable_lora=True, max_loras=max_loras, max_lora_rank=max(self.settings.max_lora_rank, rank))
+            kwargs.update(enable_lora=True, max_loras=max_loras, max_lora_rank=_lora_rank(max(self.settings.max_lora_rank or 0, rank)))
         threads = torch.get_num_threads()
         try:
             llm = self._vllm.LLM(**kwargs)
@@ -265,7 +281,7 @@ class VLLMEngine:
             eng.llm.reset_prefix_cache()
             eng.loaded = base_fp
             eng.reloads += 1
-        if not eng.lora:
+        if not eng.lora or _adapters_disabled(model):  # a LoRA pool's reference policy: the base alone
             return None
         name = model.active_adapter if isinstance(model.active_adapter, str) else model.active_adapter[0]
         fp = _fingerprint(_adapter_params(model, name))
@@ -293,6 +309,13 @@ class VLLMEngine:
         """One response per prompt from ``model``'s current weights; row i's seed comes from its stream."""
         if not prompts:
             return []
+        # vLLM may draw from torch's global generator (engine start, weight loading); the trainer's
+        # dropout draws from it too, so the engine runs on a fork of it and leaves it untouched
+        cuda = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
+        with torch.random.fork_rng(devices=cuda):
+            return self._generate(model, prompts, sampling, generator)
+
+    def _generate(self, model, prompts, sampling: SamplingParams, generator) -> list[Generation]:
         lora_request = self.sync(model)
         llm = self._engine.llm
         max_len = llm.llm_engine.model_config.max_model_len
