@@ -39,6 +39,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="outputs/bench_rollout_engines")
+    ap.add_argument("--compile", action="store_true", help="vLLM compiles the model (rollout.vllm.enforce_eager=false)")
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     a = ap.parse_args(argv)
     import os
 
@@ -48,11 +50,11 @@ def main(argv=None) -> None:
     from satseq.rollout.hf_engine import HFEngine
     from satseq.rollout.padding import left_pad
     from satseq.rollout.types import SamplingParams
-    from satseq.rollout.vllm_engine import VLLMEngine
+    from satseq.rollout.vllm_engine import VLLMEngine, VLLMSettings
 
     model32, tok = load_causal_lm("smollm2")
     model32.eval()
-    models = {"fp32": model32, "bf16": _cast(model32, torch.bfloat16)}
+    models = {k: model32 if k == "fp32" else _cast(model32, torch.bfloat16) for k in a.precisions}
     distinct = []
     for i in range(a.batch // a.group):
         chat = [{"role": "user", "content": f"What is {17 + 7 * i} + {45 + 3 * i}? Answer with the number only, "
@@ -74,7 +76,9 @@ def main(argv=None) -> None:
     ours.eos_ids = set()  # exactly T tokens
     sp = SamplingParams(max_new_tokens=a.tokens)
     t0 = time.perf_counter()
-    vllm = {k: VLLMEngine(tok, dtype=k.replace("fp32", "float32").replace("bf16", "bfloat16")) for k in models}
+    settings = VLLMSettings(enforce_eager=not a.compile)
+    vllm = {k: VLLMEngine(tok, settings=settings, dtype=k.replace("fp32", "float32").replace("bf16", "bfloat16"))
+            for k in models}
     for e in vllm.values():
         e.ignore_eos = True
     starts = {}
@@ -110,18 +114,16 @@ def main(argv=None) -> None:
                 fn(k)
                 runs[(k, name)].append(time.perf_counter() - t0)
     # the sync: perturbed full weights into the running fp32 engine; a second engine started
-    e = vllm["fp32"]
-    with torch.no_grad():
-        for p in model32.parameters():
-            p.mul_(1.0)  # bumps every version counter: the engine must reload
+    e = vllm[a.precisions[0]]
+    target = models[a.precisions[0]]
     reload_s = []
     for _ in range(3):
         with torch.no_grad():
-            next(model32.parameters()).mul_(1.0)
+            next(target.parameters()).mul_(1.0)  # bumps a version counter: the engine must reload
         t0 = time.perf_counter()
-        e.sync(model32)
+        e.sync(target)
         reload_s.append(time.perf_counter() - t0)
-    result = {"threads": a.threads, "batch": a.batch, "group": a.group, "tokens": a.tokens, "prompt_tokens": P,
+    result = {"threads": a.threads, "vllm_compiled": a.compile, "batch": a.batch, "group": a.group, "tokens": a.tokens, "prompt_tokens": P,
               "peak_flops": peaks, "bandwidth": bw, "roofline": roof, "vllm_first_call_s": starts,
               "vllm_reload_s": statistics.median(reload_s), "runs": {}}
     print("\n| precision | engine | tok/s | × generate | × satseq | share of roofline |\n|---|---|---|---|---|---|")
@@ -133,8 +135,9 @@ def main(argv=None) -> None:
         for n in engines:
             print(f"| {k} | {n} | {tps[n]:.0f} | {tps[n] / tps['generate']:.2f} | {tps[n] / tps['satseq']:.2f} | "
                   f"{100 * tps[n] / roof[k]['tok_s']:.0f} % |")
-    print(f"\nvLLM: first call (engine start + warm-up) {starts['fp32']:.1f} s fp32, {starts['bf16']:.1f} s bf16; "
-          f"full-weight reload into the running engine {result['vllm_reload_s']:.2f} s (median of 3)")
+    print(f"\nvLLM ({'compiled' if a.compile else 'eager'}): first call (engine start + warm-up) "
+          + ", ".join(f"{v:.1f} s {k}" for k, v in starts.items())
+          + f"; full-weight reload into the running engine {result['vllm_reload_s']:.2f} s (median of 3)")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rollout_engines.json").write_text(json.dumps(result, indent=1))

@@ -32,6 +32,7 @@ the trainer's truncated importance correction (:mod:`satseq.update.engine_correc
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
@@ -159,6 +160,13 @@ class _Engine:
             self.llm.llm_engine.remove_lora(lora_id)
         self.adapters.clear()
 
+
+def _remove_scratch() -> None:
+    for eng in _ENGINES.values():
+        shutil.rmtree(eng.scratch, ignore_errors=True)
+
+
+atexit.register(_remove_scratch)  # the starting checkpoints and adapter versions, written under /tmp
 
 #: started engines by what they were started with, so that runs in one process (tests, ``satseq
 #: compare`` in-process, a resumed run) reuse one: starting vLLM costs seconds, a reload milliseconds
