@@ -265,6 +265,11 @@ def test_every_method_trains_with_vllm_and_an_interrupted_run_resumes_it_exactly
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     if method in ("sat_seq", "grpo", "simultaneous", "mlmt", "pag"):  # the TIS weight is logged per agent
         assert any(k.endswith("/is_engine_mean") for k in rows[0]), sorted(rows[0])
+    # every update measures the engine's log-probs of its batch against the trainer's, before its first
+    # step: at stage 1 that is after the stage-0 update landed, so a stale engine would show here
+    gaps = [r[k] for r in rows for k in r if k.endswith(("/logprob_gap", "/logprob_gap_max"))]
+    assert all(g < TOL for g in gaps), gaps
+    assert gaps or method == "apo", sorted(rows[1])  # A*-PO's regression logs no gap
 
 
 @pytest.mark.parametrize("workflow", [None, "coach"])

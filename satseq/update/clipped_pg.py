@@ -93,6 +93,12 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
     stat_old = old_lp
     if s.step_kl and old_lp is None and has_dropout(model):
         stat_old = batch_logprobs(model, batch, pad_id, temperature=s.temperature, device=device)[0]
+    # the engine correction compares the engine with the policy that sampled, in eval mode: on-policy with
+    # dropout (LoRA's), the grad pass's log-probs carry dropout noise, so one no-grad forward gives them
+    tis_old = old_lp
+    if s.correction.on and old_lp is None and has_dropout(model):
+        tis_old = stat_old if stat_old is not None else batch_logprobs(model, batch, pad_id, temperature=s.temperature,
+                                                                        device=device)[0]
     ref_lp = None
     if s.kl_coef > 0:
         ref_lp = reference_logprobs(pool, reference or agent, batch, temperature=s.temperature, device=device)
@@ -107,12 +113,13 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
                                    chunk=len(mb))
             w = lp.shape[1]
             kl = kl_penalty(lp, ref_lp[idx][:, :w], "k3") if ref_lp is not None else None
-            if not losses:  # before the first step: the trainer's log-probs of the behaviour policy's samples
-                gap = behaviour_gap(lp, m, mb.behaviour_logprobs)
             old = lp.detach() if old_lp is None else old_lp[idx][:, :w]
+            old_eval = old if tis_old is None else tis_old[idx][:, :w]  # θ_old's log-probs, no dropout
+            if not losses:  # before the first step: the trainer's log-probs of the behaviour policy's samples
+                gap = behaviour_gap(old_eval, m, mb.behaviour_logprobs)
             if s.step_kl and stat_old is None:  # on-policy: one mini-batch, the whole batch permuted by idx
                 stat_old = lp.detach()[torch.argsort(idx)]
-            adv, st = corrected_advantages(s.correction, mb.advantages.to(lp.device), old, m, mb.behaviour_logprobs)
+            adv, st = corrected_advantages(s.correction, mb.advantages.to(lp.device), old_eval, m, mb.behaviour_logprobs)
             if st:
                 is_stats.append(st)
             loss, lm = loss_fn(lp, old, adv, m, clip_low=s.clip_low,
