@@ -269,7 +269,8 @@ def test_every_method_trains_with_vllm_and_an_interrupted_run_resumes_it_exactly
     # step: at stage 1 that is after the stage-0 update landed, so a stale engine would show here
     gaps = [r[k] for r in rows for k in r if k.endswith(("/logprob_gap", "/logprob_gap_max"))]
     assert all(g < TOL for g in gaps), gaps
-    assert gaps or method == "apo", sorted(rows[1])  # A*-PO's regression logs no gap
+    # the built-in policy-gradient methods log it (A*-PO's regression does not; a test's toy method may not)
+    assert gaps or method not in ("sat_seq", "grpo", "simultaneous", "shared_policy", "mlmt", "pag"), sorted(rows[1])
 
 
 @pytest.mark.parametrize("workflow", [None, "coach"])
