@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from roofline import _cast, bandwidth, gemm_peak, roofline_seconds  # noqa: E402
+from roofline import _cast, bandwidth, gemm_peak, grpo_chat_batch, roofline_seconds  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -55,13 +55,7 @@ def main(argv=None) -> None:
     model32, tok = load_causal_lm("smollm2")
     model32.eval()
     models = {k: model32 if k == "fp32" else _cast(model32, torch.bfloat16) for k in a.precisions}
-    distinct = []
-    for i in range(a.batch // a.group):
-        chat = [{"role": "user", "content": f"What is {17 + 7 * i} + {45 + 3 * i}? Answer with the number only, "
-                                            "then explain briefly."}]
-        text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        distinct.append(tok(text, add_special_tokens=False)["input_ids"])
-    prompts = [p for p in distinct for _ in range(a.group)]
+    distinct, prompts = grpo_chat_batch(tok, a.batch, a.group)
     ids, attn = left_pad(prompts, tok.pad_token_id)
     P = ids.shape[1]
     peaks = {"fp32": gemm_peak(torch.float32), "bf16": gemm_peak(torch.bfloat16)}

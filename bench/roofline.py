@@ -51,6 +51,17 @@ def bandwidth(mb: int = 512, repeats: int = 5) -> float:
     return 2 * src.numel() / best
 
 
+def grpo_chat_batch(tok, batch: int, group: int) -> tuple[list[list[int]], list[list[int]]]:
+    """``batch // group`` distinct chat prompts (token ids) and the batch of ``group`` copies of each."""
+    distinct = []
+    for i in range(batch // group):
+        chat = [{"role": "user", "content": f"What is {17 + 7 * i} + {45 + 3 * i}? Answer with the number only, "
+                                            "then explain briefly."}]
+        text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        distinct.append(tok(text, add_special_tokens=False)["input_ids"])
+    return distinct, [p for p in distinct for _ in range(group)]
+
+
 def roofline_seconds(cfg, batch: int, prompt: int, tokens: int, peak: float, bw: float, bytes_per: int,
                      prefill_rows: int | None = None) -> dict:
     """The fastest time for ``batch`` rows × ``tokens`` sampled after a ``prompt``-token prompt; the
@@ -97,13 +108,7 @@ def main(argv=None) -> None:
     models = {"bf16": _cast(model32, torch.bfloat16), "fp32": model32}
     from satseq.rollout.padding import left_pad
 
-    distinct = []
-    for i in range(a.batch // a.group):
-        chat = [{"role": "user", "content": f"What is {17 + 7 * i} + {45 + 3 * i}? Answer with the number only, "
-                                            "then explain briefly."}]
-        text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        distinct.append(tok(text, add_special_tokens=False)["input_ids"])
-    prompts = [p for p in distinct for _ in range(a.group)]
+    distinct, prompts = grpo_chat_batch(tok, a.batch, a.group)
     ids, attn = left_pad(prompts, tok.pad_token_id)
     P = ids.shape[1]
     peaks = {"fp32": max(gemm_peak(torch.float32) for _ in range(2)),

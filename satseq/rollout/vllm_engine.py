@@ -148,7 +148,7 @@ class _Engine:
     def __init__(self, llm, lora: bool, scratch: Path):
         self.llm, self.lora, self.scratch = llm, lora, scratch
         self.loaded: tuple | None = None         # (id(module), fingerprint) of the weights in the engine
-        self.adapters: dict[str, tuple] = {}     # agent -> (lora id, fingerprint)
+        self.adapters: dict[str, tuple] = {}     # agent -> (lora id, fingerprint, adapter dir)
         self.ids = itertools.count(1)
         self.reloads = 0
         self.adapter_versions = 0
@@ -156,7 +156,7 @@ class _Engine:
     def forget(self) -> None:
         """A new trainer attaches: trust nothing the engine holds (a cached engine is reused across runs)."""
         self.loaded = None
-        for lora_id, _ in self.adapters.values():
+        for lora_id, *_ in self.adapters.values():
             self.llm.llm_engine.remove_lora(lora_id)
         self.adapters.clear()
 
@@ -296,20 +296,15 @@ class VLLMEngine:
         held = eng.adapters.get(name)
         if held is None or held[1] != fp:
             lora_id = next(eng.ids)
-            path = eng.scratch / f"{name}-v{lora_id}"
-            model.save_pretrained(str(path), selected_adapters=[name], safe_serialization=True)
-            sub = path / name  # peft writes a non-default adapter into a subfolder
-            if sub.is_dir():
-                path = sub
+            root = eng.scratch / f"{name}-v{lora_id}"
+            model.save_pretrained(str(root), selected_adapters=[name], safe_serialization=True)
+            path = root / name if (root / name).is_dir() else root  # peft writes a non-default adapter into a subfolder
             if held is not None:
                 eng.llm.llm_engine.remove_lora(held[0])
                 shutil.rmtree(eng.scratch / f"{name}-v{held[0]}", ignore_errors=True)
-            eng.adapters[name] = (lora_id, fp)
+            eng.adapters[name] = held = (lora_id, fp, path)
             eng.adapter_versions += 1
-        lora_id = eng.adapters[name][0]
-        path = eng.scratch / f"{name}-v{lora_id}"
-        if (path / name).is_dir():
-            path = path / name
+        lora_id, _, path = held
         return self._LoRARequest(f"{name}-v{lora_id}", lora_id, str(path))
 
     # ------------------------------------------------------------------ sampling
