@@ -17,7 +17,8 @@ held-out problems at T = 1 (one thread):
 * ``pag``: ``satseq eval --workflow self_verify --dataset embedded --limit 100 --n 4`` — Acc@t1,
   Acc@final, the verifier.
 
-Resumable: a built warm start and a finished evaluation are reused. Run it with another venv's python
+Resumable: a built warm start and a finished evaluation are reused. Runs for other seeds or thread
+counts may share ``DIR`` at the same time (one per core); each adds its rows to the JSON. Run it with another venv's python
 to measure another library version (the versions are recorded per row). Writes
 ``DIR/warm_start_spread_<task>.json`` and prints a markdown table with the spread (max − min) of
 each figure.
@@ -144,7 +145,9 @@ def main() -> None:
             key = f"{seed}/{threads}"
             if key not in done:
                 done[key] = measure(a.out, a.task, seed, threads)
-                tmp = path.with_suffix(".tmp")
+                # merged with what another run of this script (other seeds or threads, same DIR) wrote meanwhile
+                done = {**(json.loads(path.read_text()) if path.exists() else {}), key: done[key]}
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(json.dumps(done, indent=1))
                 tmp.replace(path)
                 print(key, json.dumps(done[key]["metrics"]), flush=True)

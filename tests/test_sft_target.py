@@ -90,3 +90,39 @@ def test_strata_give_every_batch_equal_shares(tiny, monkeypatch):
         assert sum(tuple(c[:-1]) in hasty_ids for c in batch) == 2  # 2 of 4 in every batch (EOS appended)
     with pytest.raises(ValueError, match="divisible"):
         run_sft(model, tok, examples, SFTConfig(steps=1, batch_size=5), show_progress=False, strata=strata)
+
+
+def test_settling_phase_runs_at_its_own_rate_until_its_check_reaches_the_target(tiny):
+    import copy
+
+    model, tok = copy.deepcopy(tiny[0]), tiny[1]
+    first, then = iter([0.1, 0.9]), iter([0.5, 0.7, 0.95, 0.97])
+    lrs = []
+    cfg = SFTConfig(steps=100, batch_size=4, lr=1e-3, warmup_steps=1, target=0.8, check_every=3, cooldown_steps=4,
+                    settle_lr=2.5e-4)
+    res = run_sft(model, tok, _data(tiny), cfg, show_progress=False, validate=lambda m: next(first),
+                  settle=lambda m: next(then), log=lambda d, step: lrs.append((step, d["sft/lr"])))
+    # constant lr: checks at 3, 6 (0.9 reached) → settle_lr from 6: checks at 9, 12, 15 (0.95) → cool-down 15..19
+    assert [(c["step"], c["phase"]) for c in res.checks] == [(3, "constant"), (6, "constant"), (9, "settle"),
+                                                             (12, "settle"), (15, "settle"), (19, "final")]
+    assert res.steps == 19 and res.reached_target is True
+    assert target_lr(5, cfg, None, 6) == 1e-3 and target_lr(6, cfg, None, 6) == 2.5e-4
+    assert target_lr(17, cfg, 15, 6) == pytest.approx(2.5e-4 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert lrs[0] == (0, 1e-3) and lrs[-1][1] < 2.5e-4
+
+
+def test_settling_phase_that_never_settles_stops_at_the_cap(tiny):
+    import copy
+
+    model, tok = copy.deepcopy(tiny[0]), tiny[1]
+    cfg = SFTConfig(steps=16, batch_size=4, warmup_steps=1, target=0.8, check_every=2, cooldown_steps=4,
+                    settle_lr=1e-4)
+    res = run_sft(model, tok, _data(tiny), cfg, show_progress=False, validate=lambda m: 1.0, settle=lambda m: 0.0)
+    assert res.steps == 16 and res.reached_target is False
+    assert [c["phase"] for c in res.checks] == ["constant", "settle", "settle", "settle", "settle", "final"]
+
+
+def test_settling_phase_without_its_callback_is_refused(tiny):
+    with pytest.raises(ValueError, match="settle"):
+        run_sft(tiny[0], tiny[1], _data(tiny), SFTConfig(steps=2, target=0.5, settle_lr=1e-4),
+                show_progress=False, validate=lambda m: 1.0)

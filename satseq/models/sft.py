@@ -11,6 +11,11 @@ Two schedules:
   ``cooldown_steps`` to 0. The run stops where the model *is* (a measured skill), not at a step count
   that lands a fast and a slow floating-point trajectory in different regimes
   (docs/embedded_default.md, "Warm-start recipe").
+* the same with a **settling phase** (``settle_lr`` set, with a second callback ``settle``): once
+  ``validate`` reaches ``target``, constant ``settle_lr`` (< ``lr``) until ``settle`` reaches
+  ``target`` too, then the cool-down from ``settle_lr``. For a skill that a high learning rate keeps
+  swinging between checks (MLMT's single pass: 0.44–0.92 at 2e-3 with the rest learned), a lower rate
+  lets it settle where a check can see it.
 
 Batches use the same padding layout as rollouts and RL (:mod:`satseq.rollout.padding`), so positions
 match what the policy later sees.
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 import torch
@@ -40,6 +45,7 @@ class SFTConfig:
     target: Optional[float] = None  # validation score that ends the constant-lr phase
     check_every: int = 50
     cooldown_steps: int = 150
+    settle_lr: Optional[float] = None  # after the target: constant at this lr until ``settle`` reaches it too
 
 
 @dataclass
@@ -66,14 +72,17 @@ def cosine_lr(step: int, cfg: SFTConfig) -> float:
     return _warmup_then_cosine(step, cfg, cfg.warmup_steps, cfg.steps - cfg.warmup_steps)
 
 
-def target_lr(step: int, cfg: SFTConfig, cooldown_from: Optional[int]) -> float:
-    """Target schedule: warm-up, constant ``lr``, then cosine to 0 over ``cooldown_steps`` from ``cooldown_from``."""
-    return _warmup_then_cosine(step, cfg, cooldown_from, cfg.cooldown_steps)
+def target_lr(step: int, cfg: SFTConfig, cooldown_from: Optional[int], settle_from: Optional[int] = None) -> float:
+    """Target schedule: warm-up, constant ``lr``, from ``settle_from`` (if any) constant ``settle_lr``, then
+    cosine to 0 over ``cooldown_steps`` from ``cooldown_from``, starting at the rate it decays from."""
+    if settle_from is None or step < settle_from:
+        return _warmup_then_cosine(step, cfg, cooldown_from, cfg.cooldown_steps)
+    return _warmup_then_cosine(step, replace(cfg, lr=cfg.settle_lr, warmup_steps=0), cooldown_from, cfg.cooldown_steps)
 
 
 def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *, device="cpu",
             show_progress: bool = True, log=None, validate: Callable[[object], float] | None = None,
-            strata: list[int] | None = None) -> SFTResult:
+            settle: Callable[[object], float] | None = None, strata: list[int] | None = None) -> SFTResult:
     """Train ``model`` in place on (prompt, completion) pairs; an EOS token ends each completion.
 
     ``strata`` (one label per example) makes every batch hold the same number of examples of each
@@ -82,6 +91,8 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
     without the batch-to-batch sampling noise that a mixed draw adds to the final policy."""
     if cfg.target is not None and validate is None:
         raise ValueError("SFTConfig.target needs a validate(model) callback")
+    if cfg.settle_lr is not None and (settle is None or cfg.target is None):
+        raise ValueError("SFTConfig.settle_lr needs a target and a settle(model) callback")
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     enc = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]  # noqa: E731
@@ -90,6 +101,7 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
     res = SFTResult(losses=[])
     targeted = cfg.target is not None
     cooldown_from: Optional[int] = None
+    settle_from: Optional[int] = None
     end = cfg.steps
     labels = sorted(set(strata)) if strata is not None else [None]
     if strata is not None and (len(strata) != len(data) or cfg.batch_size % len(labels)):
@@ -110,9 +122,9 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
             del q[:per_label]
         return [data[i] for i in out]
 
-    def check(step: int, phase: str) -> float:
+    def check(step: int, phase: str, fn) -> float:
         model.eval()
-        score = float(validate(model))
+        score = float(fn(model))
         model.train()
         res.checks.append({"step": step, "score": score, "phase": phase})
         return score
@@ -123,11 +135,18 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
         while step < end:
             if targeted and cooldown_from is None:
                 last_chance = step >= cfg.steps - cfg.cooldown_steps
-                if last_chance or (step > 0 and step % cfg.check_every == 0 and check(step, "constant") >= cfg.target):
+                due = step > 0 and step % cfg.check_every == 0
+                if settle_from is None:
+                    reached = not last_chance and due and check(step, "constant", validate) >= cfg.target
+                    if reached and cfg.settle_lr is not None:
+                        settle_from, reached = step, False
+                else:
+                    reached = not last_chance and due and step > settle_from and check(step, "settle", settle) >= cfg.target
+                if last_chance or reached:
                     cooldown_from, end = step, step + cfg.cooldown_steps
-                    res.reached_target = not last_chance
+                    res.reached_target = reached
             batch = next_batch()
-            lr = target_lr(step, cfg, cooldown_from) if targeted else cosine_lr(step, cfg)
+            lr = target_lr(step, cfg, cooldown_from, settle_from) if targeted else cosine_lr(step, cfg)
             for g in opt.param_groups:
                 g["lr"] = lr
             lp, mask = response_logprobs(model, [p for p, _ in batch], [c for _, c in batch],
@@ -143,7 +162,7 @@ def run_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFTConfig, *
             step += 1
             bar.advance(1, loss=f"{res.losses[-1]:.3f}")
         if targeted:
-            check(step, "final")
+            check(step, "final", settle or validate)
     res.steps = step
     model.eval()
     return res

@@ -138,6 +138,8 @@ class WarmStartRecipe:
     target: float = 0.9
     targeted: Optional[tuple[str, ...]] = None  # the probe kinds the target is on (None: all; others only recorded)
     lr: float = 2e-3
+    settle_lr: Optional[float] = None  # then constant at this lr until every ``settled`` kind reaches the target too
+    settled: Optional[tuple[str, ...]] = None  # (None: every probed kind)
     warmup_steps: int = 10
     check_every: int = 50
     cooldown_steps: int = 150
@@ -146,7 +148,8 @@ class WarmStartRecipe:
 
     def sft_config(self, seed: int) -> SFTConfig:
         return SFTConfig(seed=seed, steps=self.max_steps, lr=self.lr, warmup_steps=self.warmup_steps,
-                         target=self.target, check_every=self.check_every, cooldown_steps=self.cooldown_steps)
+                         target=self.target, check_every=self.check_every, cooldown_steps=self.cooldown_steps,
+                         settle_lr=self.settle_lr)
 
 
 def weakest(scores: dict[str, float], kinds: Optional[tuple[str, ...]] = None) -> float:
@@ -174,14 +177,15 @@ def ensure_method_warm_start(output_dir: str | Path, *, stem: str, task, example
                         {**info, "n_examples": n_examples}, seed=seed, eval_size=eval_size,
                         show_progress=show_progress, console=console,
                         validate=lambda m, tok: probe_scores(m, tok, probes, max_new_tokens=recipe.max_new_tokens),
-                        targeted=recipe.targeted)
+                        targeted=recipe.targeted, settled=recipe.settled)
 
 
 def continue_sft(output_dir, out: Path, examples, cfg: SFTConfig, what: str, info: dict, *, seed: int,
                  eval_size: int, show_progress: bool, console, validate=None,
-                 targeted: Optional[tuple[str, ...]] = None) -> Path:
+                 targeted: Optional[tuple[str, ...]] = None, settled: Optional[tuple[str, ...]] = None) -> Path:
     """SFT continued from the base warm start; ``validate(model, tokenizer) -> {behaviour: score}`` with
-    ``cfg.target`` trains to the target (the weakest ``targeted`` behaviour's score; default all)."""
+    ``cfg.target`` trains to the target (the weakest ``targeted`` behaviour's score; default all), and with
+    ``cfg.settle_lr`` then at that rate until the weakest ``settled`` one (default all) reaches it too."""
     if _complete(out):
         return out
     base = ensure_warm_start(output_dir, seed=seed, eval_size=eval_size, show_progress=show_progress, console=console)
@@ -189,29 +193,33 @@ def continue_sft(output_dir, out: Path, examples, cfg: SFTConfig, what: str, inf
         if _complete(out):  # another process built it while this one waited
             return out
         return _continue_sft(base, out, examples, cfg, what, info, seed=seed, validate=validate,
-                             targeted=targeted, show_progress=show_progress, console=console)
+                             targeted=targeted, settled=settled, show_progress=show_progress, console=console)
 
 
 def _continue_sft(base: Path, out: Path, examples, cfg: SFTConfig, what: str, info: dict, *, seed: int, validate,
-                  targeted, show_progress: bool, console) -> Path:
+                  targeted, settled=None, show_progress: bool, console) -> Path:
     from satseq.models.loading import load_causal_lm
 
     to_target = cfg.target is not None and validate is not None
-    length = (f"SFT until its weakest validation behaviour reaches {cfg.target} + {cfg.cooldown_steps} cool-down "
-              f"steps, at most {cfg.steps}" if to_target else f"{cfg.steps} SFT steps")
+    settling = f", then at lr {cfg.settle_lr} until every one does" if cfg.settle_lr is not None else ""
+    length = (f"SFT until its weakest validation behaviour reaches {cfg.target}{settling} + {cfg.cooldown_steps} "
+              f"cool-down steps, at most {cfg.steps}" if to_target else f"{cfg.steps} SFT steps")
     console(f"[satseq] building a warm start ({length} on {what} transcripts) -> {out}")
     model, tok = load_causal_lm(str(base))
     per_check: list[dict] = []
 
-    def check(m) -> float:
-        scores = validate(m, tok)
-        per_check.append(scores)
-        console(f"[satseq] {out.name} validation check {len(per_check)}: "
-                + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
-        return weakest(scores, targeted)
+    def check_on(kinds):
+        def check(m) -> float:
+            scores = validate(m, tok)
+            per_check.append(scores)
+            console(f"[satseq] {out.name} validation check {len(per_check)}: "
+                    + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
+            return weakest(scores, kinds)
+        return check
 
-    res = run_sft(model, tok, examples(), cfg if to_target else replace(cfg, target=None),
-                  show_progress=show_progress, validate=check if to_target else None)
+    res = run_sft(model, tok, examples(), cfg if to_target else replace(cfg, target=None, settle_lr=None),
+                  show_progress=show_progress, validate=check_on(targeted) if to_target else None,
+                  settle=check_on(settled) if to_target and cfg.settle_lr is not None else None)
     for c, scores in zip(res.checks, per_check):
         c["behaviours"] = scores
     if res.reached_target is False:

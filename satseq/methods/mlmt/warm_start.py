@@ -9,12 +9,12 @@ from satseq.models.warm_start import HELD_OUT_POOL, WarmStartRecipe, ensure_meth
 from satseq.data.sum_of_three import mlmt_probes
 
 
-#: SFT until the coach's two-stage demonstration and the refining solver's copy of the hint are each
-#: right on 90 % of the validation probes (greedy, opening forced), then 150 cool-down steps; the
-#: three-operand single pass (turn 1, and the refining solver's re-solve) is probed and recorded at
-#: every check, not targeted (docs/embedded_default.md)
+#: SFT at lr 2e-3 until the coach's two-stage demonstration and the refining solver's copy of the hint
+#: are each right on 90 % of the validation probes (greedy, opening forced); then at lr 5e-4 until the
+#: three-operand single pass (turn 1, and the refining solver's re-solve) is too, with the first two
+#: still there; then 150 cool-down steps (docs/embedded_default.md)
 MLMT_RECIPE = WarmStartRecipe(probes=mlmt_probes, target=0.9, targeted=("coach_two_stage", "refine_copy"), lr=2e-3,
-                              max_new_tokens=96)
+                              settle_lr=5e-4, max_new_tokens=96)
 
 
 def mlmt_warm_start_dir(output_dir: str | Path, seed: int = 0) -> Path:
