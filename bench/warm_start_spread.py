@@ -39,9 +39,11 @@ STEMS = {"base": "warm_start", "chain": "chain", "mlmt": "mlmt", "pag": "multitu
 EVAL = {"base": ("single", 200, 8), "mlmt": ("coach", 100, 4), "pag": ("self_verify", 100, 4)}
 
 
-def _run(args: list[str], threads: int) -> None:
+def _run(args: list[str], threads: int, log: Path | None = None) -> None:
+    """``satseq <args>`` at ``threads`` threads; its output appended to ``log`` (validation checks, progress)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    subprocess.run(SATSEQ + args, check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(log or os.devnull, "a") as out:
+        subprocess.run(SATSEQ + args, check=True, env=env, stdout=out, stderr=subprocess.STDOUT if log else None)
 
 
 def chain_regime(root: Path, seed: int, n: int = 4) -> dict:
@@ -95,7 +97,8 @@ def measure(out: Path, task: str, seed: int, threads: int) -> dict:
     root = out / f"s{seed}_t{threads}"  # shared by every task: the base warm start is built once
     ws = root / "embedded" / f"{STEMS[task]}_seed{seed}"
     t0 = time.perf_counter()
-    _run(["sft", "--task", task, "--out", str(root), "--seed", str(seed), "--threads", str(threads)], threads)
+    _run(["sft", "--task", task, "--out", str(root), "--seed", str(seed), "--threads", str(threads)], threads,
+         log=root / f"sft_{task}.log")
     build_s = time.perf_counter() - t0
     ev = root / f"eval_{task}"
     if task == "chain":
