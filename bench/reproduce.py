@@ -1,7 +1,7 @@
 """Do the headline figures still reproduce? Re-runs the cheap ones and reports each against its
 documented spread (``docs/headlines.json``).
 
-    python bench/reproduce.py --out DIR [--only quickstart chain pag] [--headlines docs/headlines.json]
+    python bench/reproduce.py --out DIR [--only quickstart chain pag mlmt] [--headlines docs/headlines.json]
 
 Run it before a change to a warm start, the sampler, the engine or the trainer's forward lands. The
 cases (each the command its figures were documented with; all share ``DIR``, so the base warm start is
@@ -10,7 +10,9 @@ built once, in ``DIR/embedded``):
 * ``quickstart``: ``satseq quickstart --output-dir DIR`` (~4-10 min on 2 cores, + the warm start);
 * ``chain``: ``python bench/multiagent_comparison.py --task chain --out DIR --seeds 0 --threads 1``
   (SAT-Seq vs the simultaneous update vs GRPO on the chain relay task, one seed);
-* ``pag``: ``satseq compare recipes/compare/pag.yaml --out DIR`` with seed 0 alone.
+* ``pag``: ``satseq compare recipes/compare/pag.yaml --out DIR`` with seed 0 alone;
+* ``mlmt``: ``satseq compare recipes/compare/mlmt.yaml --out DIR/mlmt`` with seed 0 alone (its
+  ``embedded`` directory is ``DIR/embedded``: the same base warm start).
 
 Each case is resumable as its command is (a finished one is read back, not redone). Prints one row per
 headline: the documented figure (mean ± s.e. over its seeds), the range this check accepts (the
@@ -61,23 +63,41 @@ def chain(out: Path) -> dict:
             "simultaneous vote": r["simultaneous"]["vote_equal_samples"], "GRPO vote": r["grpo"]["vote_equal_samples"]}
 
 
-def pag(out: Path) -> dict:
+def _compare_seed0(preset: str, out: Path) -> dict:
+    """``satseq compare recipes/compare/<preset>.yaml`` with seed 0 alone into ``out``; its comparison.json."""
     import yaml
 
-    spec = yaml.safe_load((ROOT / "recipes/compare/pag.yaml").read_text())
+    spec = yaml.safe_load((ROOT / f"recipes/compare/{preset}.yaml").read_text())
     spec["seeds"] = [0]
-    path = out / "pag_seed0.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{preset}_seed0.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    if not (out / "comparison.json").exists():  # --out DIR: the warm starts in DIR/embedded, shared
+    if not (out / "comparison.json").exists():  # --out DIR: the warm starts in DIR/embedded
         _run([str(BIN / "satseq"), "compare", str(path), "--out", str(out), "--no_progress"], threads=1)
-    r = json.loads((out / "comparison.json").read_text())
+    return json.loads((out / "comparison.json").read_text())
+
+
+def pag(out: Path) -> dict:
+    r = _compare_seed0("pag", out)
     out_ = {f"{name} Acc@final": seeds[0]["eval"]["accuracy"]["mean"] for name, seeds in r["runs"].items()}
     warm = next(w for w in r["warm_start"].values() if w)
     out_["warm Acc@final"] = warm["eval"]["accuracy"]["mean"]
     return out_
 
 
-CASES = {"quickstart": quickstart, "chain": chain, "pag": pag}
+def mlmt(out: Path) -> dict:
+    shared = out / "mlmt" / "embedded"  # the base warm start built once, for every case
+    if not shared.exists():
+        (out / "embedded").mkdir(parents=True, exist_ok=True)
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        shared.symlink_to(out / "embedded", target_is_directory=True)
+    r = _compare_seed0("mlmt", out / "mlmt")
+    run, warm = r["runs"]["mlmt"][0]["eval"], r["warm_start"]["mlmt"]["eval"]
+    return {"warm turn 3": warm["accuracy"]["mean"], "MLMT turn 3": run["accuracy"]["mean"],
+            "MLMT copy the coach": run["coach"]["copy_coach"]["mean"]}
+
+
+CASES = {"quickstart": quickstart, "chain": chain, "pag": pag, "mlmt": mlmt}
 
 
 def main() -> None:

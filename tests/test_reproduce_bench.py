@@ -25,6 +25,10 @@ def _fake_outputs(out: Path) -> None:
     ev = {"eval": {"accuracy": {"mean": 0.5}}}
     (out / "comparison.json").write_text(json.dumps(
         {"runs": {"pag": [ev], "apo_pag": [ev]}, "warm_start": {"pag": {"eval": {"accuracy": {"mean": 0.4}}}}}))
+    coach = {"accuracy": {"mean": 0.6}, "coach": {"copy_coach": {"mean": 0.9}}}
+    (out / "mlmt").mkdir()
+    (out / "mlmt" / "comparison.json").write_text(json.dumps(
+        {"runs": {"mlmt": [{"eval": coach}]}, "warm_start": {"mlmt": {"eval": coach}}}))
 
 
 def test_every_documented_headline_is_read_from_its_case_output(tmp_path):
