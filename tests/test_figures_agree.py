@@ -89,7 +89,7 @@ def _table_rows(body: str, first_header_cell: str) -> list[list[str]]:
 HEADLINES = {k: v for k, v in json.loads((DOCS / "headlines.json").read_text()).items() if not k.startswith("_")}
 # which section of results.md measures each bench/reproduce.py case
 CASE_SECTION = {"quickstart": "Quickstart", "chain": "SAT-Seq vs the simultaneous update vs GRPO",
-                "pag": "Comparison at one budget"}
+                "pag": "Comparison at one budget", "mlmt": "Comparison at one budget"}
 
 
 def test_reproduce_table_is_headlines_json():
