@@ -3,6 +3,11 @@
     pip install -c constraints-cpu.txt -e '.[bench]'
     python bench/vs_trl.py --case tiny --steps 6 --rounds 2 --out /tmp/vs_trl
     python bench/vs_trl.py --case smollm2 --steps 6 --rounds 2 --out /tmp/vs_trl
+    .venv-vllm/bin/python bench/vs_trl.py --case smollm2 --engine vllm --out /tmp/vs_trl   # satseq on vLLM
+
+With ``--engine vllm`` satseq's rollouts come from vLLM (and its engine correction is on, as by
+default with vLLM); TRL still generates with transformers' ``generate``: TRL 1.16's vLLM colocate mode
+fails on vLLM 0.32's CPU build at its first weight sync (docs/vllm.md, "What is not built or not run").
 
 One :class:`Settings` per case is written down once; :func:`satseq_overrides` and :func:`trl_config`
 / :func:`lora_kwargs` derive both frameworks' configs from it and :func:`agreement` reads the two
@@ -68,13 +73,15 @@ class Settings:
     eval_samples: int = 2
     steps: int = 6
     extra: dict = field(default_factory=dict)  # extra satseq keys that select the task (not training settings)
+    engine: str = "hf"              # satseq's rollout.engine (TRL generates with transformers' generate)
 
 
-def case_settings(case: str, model: str, steps: int = 6) -> Settings:
+def case_settings(case: str, model: str, steps: int = 6, engine: str = "hf") -> Settings:
     if case == "tiny":  # the embedded warm start, full fine-tuning, the quickstart's lr and tokens
-        return Settings(case, model, lr=3e-5, max_new_tokens=48, steps=steps, eval_problems=200, eval_samples=4)
+        return Settings(case, model, lr=3e-5, max_new_tokens=48, steps=steps, eval_problems=200, eval_samples=4,
+                        engine=engine)
     if case == "smollm2":  # recipes/smollm2/grpo.yaml
-        return Settings(case, model, lr=1e-4, max_new_tokens=32, steps=steps, stop=("\n",),
+        return Settings(case, model, lr=1e-4, max_new_tokens=32, steps=steps, stop=("\n",), engine=engine,
                         lora={"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]},
                         prompt_template=SMOLLM2_TEMPLATE, train=str(ROOT / "recipes/smollm2/data/train.jsonl"),
                         eval=str(ROOT / "recipes/smollm2/data/test.jsonl"), eval_problems=100, eval_samples=2,
@@ -90,6 +97,7 @@ def satseq_overrides(s: Settings, *, seed: int, output_dir: str, run_name: str) 
          "data.train": s.train, "data.eval": s.eval, "data.eval_size": s.eval_problems,
          "rollout.max_new_tokens": s.max_new_tokens, "rollout.temperature": s.temperature, "rollout.top_p": 1.0,
          "rollout.stop": list(s.stop), "rollout.batch_size": max(128, per_step),
+         "rollout.engine": s.engine,
          "rollout.fused": True, "rollout.dtype": "float32",  # satseq's engine (its default), fp32 like TRL's generate
          "grpo.loss": "grpo", "grpo.group_size": s.group_size, "grpo.lr": s.lr, "grpo.ppo_epochs": 1,
          "grpo.mini_batch_size": per_step, "grpo.kl_coef": 0.0, "grpo.epsilon_low": s.clip, "grpo.epsilon_high": s.clip,
@@ -249,7 +257,9 @@ def report(sm: dict) -> str:
     st, a = sm["step_s"], sm["accuracy"]
     d = sm["accuracy_diff_trl_minus_satseq"]
     w = sm["warm_start_accuracy"]
-    lines = [f"case {sm['case']}: {sm['rounds']} rounds × {sm['settings']['steps']} steps each, first step of each run dropped",
+    eng = sm["settings"].get("engine", "hf")
+    lines = [f"case {sm['case']}: {sm['rounds']} rounds × {sm['settings']['steps']} steps each, first step of each run dropped; "
+             f"satseq's rollout engine: {eng} (TRL: transformers' generate)",
              "| framework | step time median | p25–p75 | min–max | steps | held-out accuracy after the run |",
              "|---|---|---|---|---|---|"]
     for fw in ("satseq", "trl"):
@@ -278,14 +288,16 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=2, help="satseq/TRL run pairs, interleaved")
     ap.add_argument("--out", default="/tmp/vs_trl")
     ap.add_argument("--no-warm-eval", action="store_true", help="skip the warm start's held-out accuracy")
+    ap.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+                    help="satseq's rollout.engine (vllm: run with .venv-vllm's python; results in OUT/<case>_vllm)")
     args = ap.parse_args(argv)
     require_trl()
     from satseq.utils.io import write_json
 
     for case in (["tiny", "smollm2"] if args.case == "both" else [args.case]):
-        out = Path(args.out) / case
+        out = Path(args.out) / (case if args.engine == "hf" else f"{case}_{args.engine}")
         out.mkdir(parents=True, exist_ok=True)
-        s = case_settings(case, str(prepare_model(case, Path(args.out))), args.steps)
+        s = case_settings(case, str(prepare_model(case, Path(args.out))), args.steps, args.engine)
         sat, trl, lora = satseq_overrides(s, seed=0, output_dir="-", run_name="-"), trl_config(s, seed=0, output_dir="-"), lora_kwargs(s)
         rows = agreement(sat, trl, lora)
         print(f"[vs_trl] {case}: settings (satseq | TRL)")
