@@ -3,7 +3,7 @@
     satseq train CONFIG [key=value ...]     train any registered method (method=...), resumable;
                                              data parallel under torchrun --nproc_per_node N -m satseq.cli train ...
     satseq sft [--out DIR] [--task T]        build an embedded warm start (base | chain | mlmt | pag)
-    satseq quickstart                        warm start → SAT-Seq and GRPO → before/after table
+    satseq quickstart [key=value ...]        the chain task: SAT-Seq (3 agents) vs GRPO (1 agent), before/after
     satseq eval ...                          evaluate a model or a run directory
     satseq vstar CONFIG [key=value ...]      A*-PO stage 1: the V* cache (a command of methods/apo)
     satseq convert-gguf GGUF OUT             GGUF → ordinary HF checkpoint
@@ -139,15 +139,16 @@ def _method_warm_starts() -> dict:
     return out
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True})
 @user_errors
-def quickstart(output_dir: Path = typer.Option(Path("outputs"), help="where runs are written"),
+def quickstart(overrides: Optional[List[str]] = typer.Argument(None, help="key=value config overrides after the preset"),
+               output_dir: Path = typer.Option(Path("outputs"), help="where runs are written"),
                stages: int = typer.Option(None, help="SAT-Seq / GRPO stages (default: the quickstart preset)"),
                seed: int = typer.Option(0)):
-    """Warm start → SAT-Seq (3 agents) and GRPO (1 agent), same budget → before/after table."""
+    """The chain task: warm start → SAT-Seq (3 agents) and GRPO (1 agent), same budget → before/after table."""
     from satseq.quickstart import run_quickstart
 
-    run_quickstart(output_dir=output_dir, stages=stages, seed=seed)
+    run_quickstart(output_dir=output_dir, stages=stages, seed=seed, overrides=overrides or [])
 
 
 @app.command("convert-gguf")

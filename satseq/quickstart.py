@@ -1,16 +1,25 @@
-"""``satseq quickstart``: the whole flagship story on a laptop CPU in minutes.
+"""``satseq quickstart``: what three agents in sequence learn that one agent cannot, on a laptop CPU.
 
-1. warm start: the embedded tiny model, SFT on the arithmetic task (``satseq sft``);
-2. "before": the warm start as all three relay agents on held-out problems it never trained on;
-3. SAT-Seq: three agents, block-coordinate updates, quantile-KL check, certificate;
-4. GRPO: one agent, the same number of stages, prompts per stage and group size;
-5. a before/after table (vote and every agent), also written to ``<output_dir>/quickstart/``.
+The task is the chain relay (``data.embedded_task=chain``, :mod:`satseq.data.relay_chain`): the sum of
+three 3-digit numbers, which a team can split into stages (agent 1 adds ``a+b``, agent 2 adds ``c`` to
+that, agent 3 copies or re-adds) while a single pass must carry every column of three operands at once.
+The team is rewarded only for its vote (``reward.own=0``).
 
-Accuracies are sampled at temperature 1 (``n`` relay episodes per problem): on a model this small
-greedy accuracy is a step function of the first token, so it is shown beside, not instead.
+1. warm starts: the embedded tiny model, SFT to the base task's target, then SFT on the chain's
+   transcripts to the chain's target (``satseq sft --task chain``; both built once, under
+   ``<output_dir>/embedded``; docs/embedded_default.md);
+2. "before": that warm start as the three relay agents (their vote) and as one agent on a one-pass prompt;
+3. SAT-Seq: three agents, block-coordinate updates, quantile-KL check, and the certificate (a PAC
+   lower bound on the vote and on its improvement, δ = 0.05, from 256 fresh held-out episodes);
+4. GRPO: one agent on the one-pass prompt, the same stages, prompts per stage, group size and lr;
+   read both alone and as all three relay agents;
+5. a before/after table, also written to ``<output_dir>/quickstart/results.{json,md}``.
+
+Accuracies are sampled at temperature 1 (``EVAL_SAMPLES`` episodes per held-out problem).
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -19,38 +28,67 @@ import torch
 from satseq.config import load_config
 from satseq.eval.rollout_eval import evaluate_relay, evaluate_single
 from satseq.models.agents import AgentPool
-from satseq.rollout.types import SamplingParams
 from satseq.utils.io import write_json, write_text
 
 AGENTS = ["agent_1", "agent_2", "agent_3"]
-PRESET = [  # the quickstart budget; every key is an ordinary config key
-    "trainer.num_stages=50", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",
+STAGES = 40
+PRESET = [  # the quickstart budget; every key is an ordinary config key (bench/multiagent_comparison.py's chain)
+    "data.embedded_task=chain", "reward.own=0.0", "reward.team=1.0",
+    f"trainer.num_stages={STAGES}", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",
     "sat_seq.group_size=4", "grpo.group_size=4", "sat_seq.lr=3e-5", "grpo.lr=3e-5",
     "sat_seq.mini_batch_size=16", "grpo.mini_batch_size=16", "sat_seq.scheduler=random",
-    "data.eval_size=200", "rollout.max_new_tokens=48", "resume=false",
+    "data.eval_size=200", "resume=false",
 ]
 EVAL_SAMPLES = 2
-PASS_AT_K_PROBLEMS = 100  # warm-start pass@1 / pass@8 (8 samples each)
+ROWS = [("vote", "three agents in sequence: their vote"), ("one_pass", "one agent, one pass")]
 
 
-def _config(output_dir: Path, method: str, stages: int | None, seed: int):
-    overrides = PRESET + [f"output_dir={output_dir}", f"method={method}", f"seed={seed}",
-                          f"run_name=quickstart_{method}"]
+def _config(output_dir: Path, method: str, stages: int | None, seed: int, overrides: list[str] = ()):
+    keys = PRESET + [f"output_dir={output_dir}", f"method={method}", f"seed={seed}", f"run_name=quickstart_{method}"]
     if stages:
-        overrides.append(f"trainer.num_stages={stages}")
-    return load_config(None, overrides)
+        keys.append(f"trainer.num_stages={stages}")
+    return load_config(None, keys + list(overrides))
 
 
-def _relay_eval(pool, rt, n, seed):
-    sampled = evaluate_relay(pool, AGENTS, rt.fmt, rt.engine, rt.eval, n=n, sampling=rt.sampling,
-                             generator=torch.Generator().manual_seed(seed + 1000))
-    greedy = evaluate_relay(pool, AGENTS, rt.fmt, rt.engine, rt.eval, n=1,
-                            sampling=SamplingParams(max_new_tokens=rt.sampling.max_new_tokens, temperature=0.0))
-    return {k: {"sampled": sampled[k]["acc"], "greedy": greedy[k]["acc"]} for k in ["vote"] + AGENTS}
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed + 1000)
+
+
+def _vote(pool, rt, seed: int) -> float:
+    return evaluate_relay(pool, AGENTS, rt.fmt, rt.engine, rt.eval, n=EVAL_SAMPLES, sampling=rt.sampling,
+                          generator=_gen(seed))["vote"]["acc"]
+
+
+def _one_pass(pool, agent: str, grt, seed: int) -> float:
+    """``agent`` of ``pool`` on GRPO's one-pass prompt (``grt``: a GRPO runtime of the same task)."""
+    return evaluate_single(pool, agent, grt.fmt, grt.engine, grt.eval, n=EVAL_SAMPLES, sampling=grt.sampling,
+                           generator=_gen(seed))["pass@1"]
+
+
+def _final_certificate(run_dir: Path) -> dict:
+    """The last ``certificate/*`` record of a SAT-Seq run's metrics.jsonl (the one after its last stage)."""
+    last: dict = {}
+    path = Path(run_dir) / "metrics.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if "certificate/vote_lower" in rec:
+                last = {k.split("/", 1)[1]: v for k, v in rec.items() if k.startswith("certificate/")}
+    return last
+
+
+def _trained(cfg, run_dir: Path, console):
+    from satseq.checkpoint import load_trainer_state
+    from satseq.loop import build_run
+
+    rt = build_run(cfg, console=console).rt
+    load_trainer_state(run_dir, rt.pool)
+    return rt
 
 
 def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None, seed: int = 0,
-                   console=None) -> dict:
+                   console=None, overrides: list[str] = ()) -> dict:
+    """The five steps above; ``overrides`` (``key=value``) apply to both runs after the preset."""
     from rich.console import Console
     from rich.table import Table
 
@@ -58,59 +96,62 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
 
     con = console or Console()
     t_start = time.perf_counter()
-    results: dict = {"seed": seed, "timings_s": {}}
+    results: dict = {"seed": seed, "task": "chain", "eval_samples": EVAL_SAMPLES, "timings_s": {}}
 
-    # 1-2. warm start and the "before" numbers (the warm start plays all three agents)
-    cfg = _config(output_dir, "sat_seq", stages, seed)
+    # 1-2. warm starts and the "before" numbers
+    cfg, gcfg = (_config(output_dir, m, stages, seed, overrides) for m in ("sat_seq", "grpo"))
     t0 = time.perf_counter()
     rt = build_run(cfg, console=con.print).rt
-    results["timings_s"]["warm_start"] = time.perf_counter() - t0
-    warm = rt.pool
-    single = evaluate_single(warm, AGENTS[0], rt.fmt, rt.engine, rt.eval[:PASS_AT_K_PROBLEMS], n=8, sampling=rt.sampling,
-                             generator=torch.Generator().manual_seed(seed + 7), ks=(1, 8))
-    results["warm_start"] = {"pass@1": single["pass@1"], "pass@8": single["pass@8"]}
-    results["before"] = _relay_eval(warm, rt, EVAL_SAMPLES, seed)
-    con.print(f"warm start (one agent alone, T=1, n=8, {PASS_AT_K_PROBLEMS} problems): pass@1 {single['pass@1']:.3f}, pass@8 {single['pass@8']:.3f}")
+    grt = build_run(gcfg, console=con.print).rt
+    results["timings_s"]["warm_starts"] = time.perf_counter() - t0
+    results["n_problems"], results["stages"] = len(rt.eval), cfg.trainer.num_stages
+    results["before"] = {"vote": _vote(rt.pool, rt, seed), "one_pass": _one_pass(grt.pool, grt.pool.names[0], grt, seed)}
+    con.print(f"chain warm start: the three agents' vote {results['before']['vote']:.3f}, "
+              f"one agent in one pass {results['before']['one_pass']:.3f}")
 
-    # 3. SAT-Seq
+    # 3. SAT-Seq, three agents
     t0 = time.perf_counter()
     run_dir = train(cfg, console=con.print)
     results["timings_s"]["sat_seq_train"] = time.perf_counter() - t0
-    trained = build_run(_config(output_dir, "sat_seq", stages, seed), console=con.print).rt
-    from satseq.checkpoint import load_trainer_state
+    trained = _trained(cfg, run_dir, con.print)
+    results["sat_seq"] = {"vote": _vote(trained.pool, trained, seed), "one_pass": None}
+    results["certificate"] = _final_certificate(run_dir)
 
-    load_trainer_state(run_dir, trained.pool)
-    results["sat_seq"] = _relay_eval(trained.pool, trained, EVAL_SAMPLES, seed)
-
-    # 4. GRPO, same budget, one agent; evaluated alone and as all three relay agents
-    gcfg = _config(output_dir, "grpo", stages, seed)
+    # 4. GRPO, one agent, the same budget; alone and as all three relay agents
     t0 = time.perf_counter()
     grun = train(gcfg, console=con.print)
     results["timings_s"]["grpo_train"] = time.perf_counter() - t0
-    grt = build_run(_config(output_dir, "grpo", stages, seed), console=con.print).rt
-    load_trainer_state(grun, grt.pool)
-    policy = grt.pool.module(grt.pool.names[0])
-    relay_pool = AgentPool.full(AGENTS, [policy] * len(AGENTS), grt.tokenizer)
-    results["grpo"] = _relay_eval(relay_pool, grt, EVAL_SAMPLES, seed)
+    gtrained = _trained(gcfg, grun, con.print)
+    policy = gtrained.pool.module(gtrained.pool.names[0])
+    relay_pool = AgentPool.full(AGENTS, [policy] * len(AGENTS), gtrained.tokenizer)
+    results["grpo"] = {"vote": _vote(relay_pool, rt, seed),
+                       "one_pass": _one_pass(gtrained.pool, gtrained.pool.names[0], gtrained, seed)}
     results["timings_s"]["total"] = time.perf_counter() - t_start
 
     # 5. the table
-    table = Table(title=f"held-out accuracy, {len(rt.eval)} problems never trained on "
-                        f"(sampled T=1 over {EVAL_SAMPLES} relay episodes each; greedy in brackets)")
+    cell = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+    cols = ("chain warm start", "after SAT-Seq (3 agents)", "after GRPO (1 agent, same budget)")
+    table = Table(title=f"the chain task (a+b+c): held-out accuracy, {results['n_problems']} problems never trained on, "
+                        f"{EVAL_SAMPLES} sampled episodes each (T = 1), {results['stages']} stages")
     table.add_column("")
-    for col in ("SFT start", "after SAT-Seq", "after GRPO (1 agent, same budget)"):
+    for col in cols:
         table.add_column(col, justify="right")
-    fmt = lambda r: f"{r['sampled']:.3f} ({r['greedy']:.3f})"  # noqa: E731
-    for row in ["vote"] + AGENTS:
-        table.add_row(row, fmt(results["before"][row]), fmt(results["sat_seq"][row]), fmt(results["grpo"][row]))
+    for key, label in ROWS:
+        table.add_row(label, *(cell(results[c][key]) for c in ("before", "sat_seq", "grpo")))
     con.print(table)
-    gain = results["sat_seq"]["vote"]["sampled"] - results["before"]["vote"]["sampled"]
-    con.print(f"vote accuracy: {results['before']['vote']['sampled']:.3f} → {results['sat_seq']['vote']['sampled']:.3f} "
-              f"({gain * 100:+.1f} points) · total {results['timings_s']['total']:.0f} s")
+    cert = results["certificate"]
+    if cert:
+        con.print(f"SAT-Seq's certificate (256 fresh held-out episodes, probability ≥ 0.95): the vote is at least "
+                  f"{cert['vote_lower']:.3f} (measured {cert['vote_mean']:.3f}), "
+                  f"at least {cert['vote_improvement_lower']:+.3f} above the warm start's")
+    gain = results["sat_seq"]["vote"] - results["before"]["vote"]
+    con.print(f"three agents: {results['before']['vote']:.3f} → {results['sat_seq']['vote']:.3f} ({gain * 100:+.1f} points); "
+              f"one agent after the same budget: {cell(results['grpo']['one_pass'])} alone, "
+              f"{cell(results['grpo']['vote'])} in all three seats · total {results['timings_s']['total']:.0f} s")
     out = Path(output_dir) / "quickstart"
     write_json(out / "results.json", results)
-    md = ["| | SFT start | after SAT-Seq | after GRPO |", "|---|---|---|---|"]
-    md += [f"| {row} | {fmt(results['before'][row])} | {fmt(results['sat_seq'][row])} | {fmt(results['grpo'][row])} |"
-           for row in ["vote"] + AGENTS]
+    md = ["| | " + " | ".join(cols) + " |", "|---|---|---|---|"]
+    md += [f"| {label} | " + " | ".join(cell(results[c][key]) for c in ("before", "sat_seq", "grpo")) + " |"
+           for key, label in ROWS]
     write_text(out / "results.md", "\n".join(md) + "\n")
     return results

@@ -1,0 +1,49 @@
+"""``satseq quickstart`` end to end at minimal size: the chain task's before/after table, its
+results files and the certificate line. The warm starts are placed ready-made (a random tiny model
+under both names) so the test costs seconds; building them is tested in test_warm_start_targets.py."""
+import json
+
+from typer.testing import CliRunner
+
+TINY = ["data.eval_size=6", "trainer.train_batch_size=2", "sat_seq.group_size=2", "grpo.group_size=2",
+        "sat_seq.mini_batch_size=4", "grpo.mini_batch_size=4", "rollout.max_new_tokens=6",
+        "sat_seq.certificate.prompts=4", "trainer.progress=false"]
+
+
+def _ready_made_warm_starts(out):
+    from satseq.models.tiny import build_tiny_model, save_model_dir
+
+    for stem in ("warm_start_seed0", "chain_seed0"):
+        model, tok = build_tiny_model(seed=0)
+        d = out / "embedded" / stem
+        save_model_dir(model, tok, d)
+        (d / "warm_start.json").write_text("{}")
+
+
+def test_quickstart_prints_the_chain_table_and_writes_its_results(tmp_path):
+    from satseq.cli import app
+
+    _ready_made_warm_starts(tmp_path)
+    r = CliRunner(env={"COLUMNS": "240"}).invoke(app, ["quickstart", "--output-dir", str(tmp_path), "--stages", "1", *TINY])
+    assert r.exit_code == 0, r.output
+    assert "three agents in sequence: their vote" in r.output and "one agent, one pass" in r.output
+    assert "SAT-Seq's certificate" in r.output
+    res = json.loads((tmp_path / "quickstart" / "results.json").read_text())
+    assert res["task"] == "chain" and res["stages"] == 1 and res["n_problems"] == 6
+    for col in ("before", "sat_seq", "grpo"):
+        assert 0.0 <= res[col]["vote"] <= 1.0
+    assert res["sat_seq"]["one_pass"] is None and 0.0 <= res["grpo"]["one_pass"] <= 1.0
+    assert res["certificate"]["n"] == 4 and res["certificate"]["vote_lower"] <= res["certificate"]["vote_mean"]
+    md = (tmp_path / "quickstart" / "results.md").read_text().splitlines()
+    assert len(md) == 4 and md[2].startswith("| three agents in sequence")
+    # each run trained on the chain task, with the team reward only
+    for run in ("quickstart_sat_seq", "quickstart_grpo"):
+        cfg = (tmp_path / run / "train_config.yaml").read_text()
+        assert "embedded_task: chain" in cfg and "num_stages: 1" in cfg
+
+
+def test_quickstart_names_a_bad_override(tmp_path):
+    from satseq.cli import app
+
+    r = CliRunner().invoke(app, ["quickstart", "--output-dir", str(tmp_path), "trainer.no_such_key=1"])
+    assert r.exit_code == 2 and "trainer.no_such_key" in r.output
