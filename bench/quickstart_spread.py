@@ -1,61 +1,114 @@
-"""Does the quickstart reproduce? ``make quickstart`` on a fresh clone, once per thread count.
+"""The quickstart's spread over seeds: ``satseq quickstart --seed S`` for each seed, one at a time.
 
-    python bench/quickstart_spread.py --dir DIR [--threads 1 2]
+    python bench/quickstart_spread.py --dir DIR [--seeds 0 1 2] [--warm-starts OUTPUTS] [--write docs/results.md]
 
-Clones this repository to ``DIR/clone`` (fresh: venv and install included, as a new user would),
-then for each thread count runs ``OMP_NUM_THREADS=<t> make quickstart`` with a clean ``outputs/``
-(the warm start is rebuilt each time) and keeps it as ``DIR/outputs_t<t>``. Resumable: a thread
-count whose ``quickstart/results.json`` exists is not rerun. Prints the warm start's pass@1 / pass@8
-and the vote before / after SAT-Seq and after GRPO for every thread count, with the spread
-(max − min) of each, beside the documented spread (docs/results.md, "Quickstart").
+Seed S runs in ``DIR/seed<S>`` (the RL seed: sampling, the agents' update order, the evaluation's
+draws). The warm starts are SFT seed 0's (the quickstart's default), built by the first seed's run,
+or taken from ``OUTPUTS/embedded`` (an earlier quickstart's), and shared through
+``DIR/seed<S>/embedded``. The table reports each run's wall time and the part of it that built warm
+starts (0 when they were reused): a fresh clone's ``make quickstart`` costs both, after the install.
+Resumable: a seed whose ``quickstart/results.json`` exists is not rerun. Run it alone on the machine.
+
+Prints, and with ``--write`` puts between ``<!-- quickstart-spread:begin -->`` and
+``<!-- quickstart-spread:end -->`` of that page (atomically): each seed's row (the vote of the three
+agents before / after SAT-Seq, one agent in one pass before / after GRPO, GRPO's policy in all three
+seats, SAT-Seq's certified vote and improvement, wall time) and the mean ± s.e. over seeds.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-ROWS = [("warm start pass@1", lambda r: r["warm_start"]["pass@1"]),
-        ("warm start pass@8", lambda r: r["warm_start"]["pass@8"]),
-        ("vote, warm start", lambda r: r["before"]["vote"]["sampled"]),
-        ("vote after SAT-Seq", lambda r: r["sat_seq"]["vote"]["sampled"]),
-        ("vote after GRPO", lambda r: r["grpo"]["vote"]["sampled"])]
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "<!-- quickstart-spread:begin -->", "<!-- quickstart-spread:end -->"
+COLS = [("three agents: warm start", lambda r: r["before"]["vote"]),
+        ("after SAT-Seq", lambda r: r["sat_seq"]["vote"]),
+        ("one agent, one pass: warm start", lambda r: r["before"]["one_pass"]),
+        ("after GRPO", lambda r: r["grpo"]["one_pass"]),
+        ("GRPO's policy in all three seats", lambda r: r["grpo"]["vote"]),
+        ("SAT-Seq certified vote ≥", lambda r: r["certificate"]["vote_lower"]),
+        ("certified gain ≥", lambda r: r["certificate"]["vote_improvement_lower"])]
 
 
-def run(d: Path, threads: int) -> dict:
-    kept = d / f"outputs_t{threads}"
-    if not (kept / "quickstart" / "results.json").exists():
-        clone = d / "clone"
-        if not clone.exists():
-            subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-        shutil.rmtree(clone / "outputs", ignore_errors=True)
+def run(d: Path, seed: int, first: Path | None, threads: int) -> dict:
+    out = d / f"seed{seed}"
+    res = out / "quickstart" / "results.json"
+    if not res.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        if first is not None and not (out / "embedded").exists():
+            (out / "embedded").symlink_to(first / "embedded", target_is_directory=True)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        cmd = [str(Path(sys.executable).parent / "satseq"), "quickstart", "--output-dir", str(out), "--seed", str(seed)]
+        print("$ " + " ".join(cmd), flush=True)
         t0 = time.perf_counter()
-        subprocess.run(["make", "quickstart"], cwd=clone, env=env, check=True)
-        print(f"threads {threads}: make quickstart {time.perf_counter() - t0:.0f} s wall", flush=True)
-        shutil.rmtree(kept, ignore_errors=True)
-        shutil.move(str(clone / "outputs"), kept)
-    return json.loads((kept / "quickstart" / "results.json").read_text())
+        rc = subprocess.run(cmd, env=env).returncode
+        if rc:
+            sys.exit(f"error: `{' '.join(cmd)}` exited with status {rc} (its output is above)")
+        (out / "quickstart" / "wall_s").write_text(f"{time.perf_counter() - t0:.1f}\n")
+    r = json.loads(res.read_text())
+    wall = out / "quickstart" / "wall_s"
+    r["wall_s"] = float(wall.read_text()) if wall.exists() else r["timings_s"]["total"]
+    return r
+
+
+def _mean_se(vals: list[float]) -> str:
+    m = sum(vals) / len(vals)
+    if len(vals) < 2:
+        return f"{m:.3f}"
+    se = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1) / len(vals))
+    return f"**{m:.3f} ± {se:.3f}**"
+
+
+def table(results: dict[int, dict], threads: int, commit: str) -> str:
+    seeds = sorted(results)
+    lines = [f"`python bench/quickstart_spread.py --dir DIR --seeds {' '.join(map(str, seeds))}` at commit {commit}, "
+             f"{threads} threads, one run at a time, the warm starts (SFT seed 0) shared; wall: the whole command, "
+             "of which building the warm starts (0 s where reused).", "",
+             "| seed | " + " | ".join(name for name, _ in COLS) + " | wall (warm starts) |",
+             "|---|" + "---|" * (len(COLS) + 1)]
+    for s in seeds:
+        r = results[s]
+        lines.append(f"| {s} | " + " | ".join(f"{get(r):.3f}" for _, get in COLS) + f" | {r['wall_s']:.0f} s ({r['timings_s']['warm_starts']:.0f} s) |")
+    lines.append("| mean ± s.e. | " + " | ".join(_mean_se([get(results[s]) for s in seeds]) for _, get in COLS) + " | |")
+    return "\n".join(lines)
+
+
+def write_block(page: Path, block: str) -> None:
+    from satseq.utils.io import write_text
+
+    text = page.read_text()
+    if BEGIN not in text or END not in text:
+        sys.exit(f"error: {page}: no {BEGIN} ... {END} block to replace")
+    head, rest = text.split(BEGIN, 1)
+    write_text(page, head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", type=Path, required=True)
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warm-starts", type=Path, help="an output directory whose embedded/ holds the warm starts to reuse")
+    ap.add_argument("--write", type=Path, help="a docs page whose quickstart-spread block is replaced")
     a = ap.parse_args()
+    a.dir = a.dir.resolve()
     a.dir.mkdir(parents=True, exist_ok=True)
-    results = {t: run(a.dir, t) for t in a.threads}
-    print("\n| | " + " | ".join(f"{t} thread(s)" for t in a.threads) + " | spread |")
-    print("|---|" + "---|" * (len(a.threads) + 1))
-    for name, get in ROWS:
-        vals = [get(results[t]) for t in a.threads]
-        print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in vals) + f" | {max(vals) - min(vals):.3f} |")
-    print("\ndocumented spread: docs/results.md, 'Quickstart'")
+    first = a.warm_starts.resolve() if a.warm_starts else None
+    results = {}
+    for s in a.seeds:
+        results[s] = run(a.dir, s, first, a.threads)
+        first = first or a.dir / f"seed{s}"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    block = table(results, a.threads, commit)
+    print(block)
+    if a.write:
+        write_block(a.write, block)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from satseq.models.agents import AgentPool
 from satseq.utils.io import write_json, write_text
 
 AGENTS = ["agent_1", "agent_2", "agent_3"]
-STAGES = 40
+STAGES = 50
 PRESET = [  # the quickstart budget; every key is an ordinary config key (bench/multiagent_comparison.py's chain)
     "data.embedded_task=chain", "reward.own=0.0", "reward.team=1.0",
     f"trainer.num_stages={STAGES}", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",

@@ -5,7 +5,7 @@ and not on the other:
 
 - docs/headlines.json (what bench/reproduce.py checks) against results.md's "Reproducing the headlines"
   table, and each headline against the section of results.md that measures it (for the quickstart, the
-  documented re-run range against the min–max of the re-run table);
+  documented mean ± s.e. and seed range against its per-seed table);
 - every figure in the README's method table against one section of results.md that holds all of them;
 - every figure in results.md's index against the section the index row links to;
 - figures on the other pages in paragraphs about the quickstart, TRL, the rollout engine against
@@ -117,23 +117,25 @@ def test_each_headline_is_in_the_section_that_measures_it():
                     f"{case} {fig['name']}: spread {a}–{b} not in results.md"
 
 
-def test_quickstart_rerun_range_is_the_rerun_table():
+def test_quickstart_headlines_are_the_seed_table():
+    """The quickstart's section holds bench/quickstart_spread.py's table (one row per seed, then the
+    mean ± s.e.); headlines.json documents each figure as that mean ± s.e. with the seeds' min-max."""
     body = _section("Quickstart")
-    rows = _table_rows(body, "commit")
-    header = [c.strip() for c in next(l for l in body.splitlines() if l.startswith("| commit")).strip("|").split("|")]
-    runs = [r for r in rows if not r[0].startswith("**min")]
-    minmax = next(r for r in rows if r[0].startswith("**min"))
+    rows = _table_rows(body, "seed")
+    header = [c.strip() for c in next(l for l in body.splitlines() if l.startswith("| seed")).strip("|").split("|")]
+    seeds = [r for r in rows if r[0].isdigit()]
+    mean_row = next(r for r in rows if r[0].startswith("mean"))
+    assert len(seeds) >= 3, "the quickstart's spread needs 3 seeds"
     figs = {f["name"]: _norm(f["documented"]) for f in HEADLINES["quickstart"]["figures"]}
-    for name, col in (("vote before", "vote before (greedy)"), ("vote SAT-Seq", "after SAT-Seq"),
-                      ("vote GRPO", "after GRPO")):
+    for name, col in (("vote before", "three agents: warm start"), ("vote SAT-Seq", "after SAT-Seq"),
+                      ("one pass before", "one agent, one pass: warm start"), ("one pass GRPO", "after GRPO"),
+                      ("vote GRPO", "GRPO's policy in all three seats")):
         j = header.index(col)
-        values = [float(re.search(r"\d\.\d+", r[j]).group()) for r in runs]
-        lo, hi = min(values), max(values)
-        assert minmax[j] == f"{lo:.3f}–{hi:.3f}", (col, minmax[j], lo, hi)
-        assert f"re-runs {lo:.3f}-{hi:.3f}" in figs[name], (name, figs[name], lo, hi)
-        headline = float(figs[name].split()[0])
-        bold = [float(re.search(r"\d\.\d+", r[j]).group()) for r in runs if r[0].startswith("**")]
-        assert bold == [headline], f"quickstart {name}: the bold re-run row is not headlines.json's {headline}"
+        values = [float(r[j]) for r in seeds]
+        m = sum(values) / len(values)
+        se = (sum((v - m) ** 2 for v in values) / (len(values) - 1) / len(values)) ** 0.5
+        assert _norm(mean_row[j]) == f"{m:.3f} ± {se:.3f}", (col, mean_row[j], m, se)
+        assert figs[name].startswith(f"{m:.3f} ± {se:.3f} (seeds {min(values):.3f}-{max(values):.3f})"), (name, figs[name])
 
 
 def _readme_method_rows() -> list[tuple[str, list[str]]]:
