@@ -65,9 +65,10 @@ def _mean_se(vals: list[float]) -> str:
     return f"**{m:.3f} ± {se:.3f}**"
 
 
-def table(results: dict[int, dict], threads: int, commit: str) -> str:
+def table(results: dict[int, dict], threads: int, commit: str, reused: bool = False) -> str:
     seeds = sorted(results)
-    lines = [f"`python bench/quickstart_spread.py --dir DIR --seeds {' '.join(map(str, seeds))}` at commit {commit}, "
+    flag = " --warm-starts OUTPUTS" if reused else ""
+    lines = [f"`python bench/quickstart_spread.py --dir DIR --seeds {' '.join(map(str, seeds))}{flag}` at commit {commit}, "
              f"{threads} threads, one run at a time, the warm starts (SFT seed 0) shared; wall: the whole command, "
              "of which building the warm starts (0 s where reused).", "",
              "| seed | " + " | ".join(name for name, _ in COLS) + " | wall (warm starts) |",
@@ -105,7 +106,7 @@ def main() -> None:
         results[s] = run(a.dir, s, first, a.threads)
         first = first or a.dir / f"seed{s}"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    block = table(results, a.threads, commit)
+    block = table(results, a.threads, commit, reused=a.warm_starts is not None)
     print(block)
     if a.write:
         write_block(a.write, block)

@@ -14,11 +14,10 @@ def _bench():
 
 
 def _fake_outputs(out: Path) -> None:
-    relay = {"sampled": 0.5, "greedy": 0.5}
     (out / "quickstart").mkdir(parents=True)
     (out / "quickstart" / "results.json").write_text(json.dumps(
-        {"warm_start": {"pass@1": 0.5, "pass@8": 1.0}, "before": {"vote": relay}, "sat_seq": {"vote": relay},
-         "grpo": {"vote": relay}}))
+        {"before": {"vote": 0.2, "one_pass": 0.0}, "sat_seq": {"vote": 0.8, "one_pass": None},
+         "grpo": {"vote": 0.2, "one_pass": 0.0}}))
     run = {"vote_equal_samples": 0.5}
     (out / "multiagent_comparison_chain.json").write_text(json.dumps(
         {"0": {"warm_start": {"vote": 0.2}, "sat_seq": run, "simultaneous": run, "grpo": run}}))
