@@ -1,4 +1,4 @@
-"""satseq GRPO beside TRL's ``GRPOTrainer``: step time and accuracy at identical settings (issue 14).
+"""satseq GRPO beside TRL's ``GRPOTrainer``: step time and accuracy at identical settings.
 
     pip install -c constraints-cpu.txt -e '.[bench]'
     python bench/vs_trl.py --case tiny --steps 6 --rounds 2 --out /tmp/vs_trl

@@ -1,4 +1,4 @@
-"""``method=shared_policy``: one policy plays every relay role (issue 28's baseline) — the run's one
+"""``method=shared_policy``: one policy plays every relay role — the run's one
 agent, its batch of every role's turns, the relay's held-out vote, and the one-line errors."""
 import copy
 import json

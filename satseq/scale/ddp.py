@@ -1,4 +1,4 @@
-"""Data parallelism inside an agent with ``torch.distributed`` (issue 12, docs/scale.md).
+"""Data parallelism inside an agent with ``torch.distributed`` (docs/scale.md).
 
 Launched by ``torchrun --nproc_per_node N -m satseq.cli train ...``: every rank builds the same run
 (same seed, same generator, same sampler), so every rank makes the same decisions; the work is split

@@ -1,4 +1,4 @@
-"""Sharded training inside an agent with FSDP2 (``trainer.strategy=fsdp2``, issue 25, docs/scale.md).
+"""Sharded training inside an agent with FSDP2 (``trainer.strategy=fsdp2``, docs/scale.md).
 
 Under torchrun, ``trainer.strategy=replicate`` (:mod:`satseq.scale.ddp`) keeps every agent whole on
 every rank and all-reduces gradients; ``fsdp2`` shards each agent's model with torch's own

@@ -25,7 +25,7 @@ containing NaN fails the check. Gradients (``.grad``) are not part of the snapsh
 must zero them before use, as every training loop does. An LR scheduler is not part of the snapshot
 either: step it outside ``propose`` (once per stage).
 
-Ablations (issue 28's stability study; defaults are SAT-Seq's):
+Ablations (the step-size study in docs/sat_seq.md; defaults are SAT-Seq's):
 
 * ``statistic="mean"``: the check compares the *mean* per-state KL with the target instead of the
   q-quantile;
