@@ -19,7 +19,7 @@
 #      the machine has 2 GPUs;
 #   4. a SmolLM2-135M-shaped Llama (random weights): the step time and peak GPU memory of a full
 #      fine-tuning AdamW update, fp32 and bf16 autocast, and the engine's decode throughput.
-# Nothing here has run on a GPU yet: no GPU was lent while it was written.
+# Run once on one H200 (docs/scale.md, "The GPU check": every step passed after a device fix).
 set -uo pipefail
 OUT=${1:-/tmp/gpu_check}
 mkdir -p "$OUT"

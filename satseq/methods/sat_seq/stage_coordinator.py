@@ -151,7 +151,7 @@ class StageCoordinator:
                                                    mb.behaviour_logprobs)
                     stats["engine_is"] += [st] if st else []
                     loss, lm = self.loss_fn(lp, cur_lp_mb, adv, m, clip_low=s.epsilon,
-                                            clip_high=s.epsilon, agg_mode="seq-mean-token-mean", is_weight=c[idx],
+                                            clip_high=s.epsilon, agg_mode="seq-mean-token-mean", is_weight=c[idx].to(lp.device),
                                             kl=kl, beta=beta, **options)
                     stats["loss"].append(optimizer_step(opt, loss, self.pool.parameters(name),
                                                         self.cfg.trainer.grad_clip))
