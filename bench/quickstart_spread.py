@@ -7,7 +7,8 @@ draws). The warm starts are SFT seed 0's (the quickstart's default), built by th
 or taken from ``OUTPUTS/embedded`` (an earlier quickstart's), and shared through
 ``DIR/seed<S>/embedded``. The table reports each run's wall time and the part of it that built warm
 starts (0 when they were reused): a fresh clone's ``make quickstart`` costs both, after the install.
-Resumable: a seed whose ``quickstart/results.json`` exists is not rerun. Run it alone on the machine.
+Resumable: a seed whose ``quickstart/results.json`` exists is not rerun; each seed records the commit
+it ran at, and the table names those. Run it alone on the machine.
 
 Prints, and with ``--write`` puts between ``<!-- quickstart-spread:begin -->`` and
 ``<!-- quickstart-spread:end -->`` of that page (atomically): each seed's row (the vote of the three
@@ -51,10 +52,17 @@ def run(d: Path, seed: int, first: Path | None, threads: int) -> dict:
         if rc:
             sys.exit(f"error: `{' '.join(cmd)}` exited with status {rc} (its output is above)")
         (out / "quickstart" / "wall_s").write_text(f"{time.perf_counter() - t0:.1f}\n")
+        (out / "quickstart" / "commit").write_text(_head() + "\n")  # the code this seed was measured on
     r = json.loads(res.read_text())
     wall = out / "quickstart" / "wall_s"
     r["wall_s"] = float(wall.read_text()) if wall.exists() else r["timings_s"]["total"]
+    commit = out / "quickstart" / "commit"
+    r["commit"] = commit.read_text().strip() if commit.exists() else "not recorded"
     return r
+
+
+def _head() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def _mean_se(vals: list[float]) -> str:
@@ -65,8 +73,9 @@ def _mean_se(vals: list[float]) -> str:
     return f"**{m:.3f} ± {se:.3f}**"
 
 
-def table(results: dict[int, dict], threads: int, commit: str, reused: bool = False) -> str:
+def table(results: dict[int, dict], threads: int, reused: bool = False) -> str:
     seeds = sorted(results)
+    commit = " / ".join(sorted({results[s]["commit"] for s in seeds}))
     flag = " --warm-starts OUTPUTS" if reused else ""
     lines = [f"`python bench/quickstart_spread.py --dir DIR --seeds {' '.join(map(str, seeds))}{flag}` at commit {commit}, "
              f"{threads} threads, one run at a time, the warm starts (SFT seed 0) shared; wall: the whole command, "
@@ -78,16 +87,6 @@ def table(results: dict[int, dict], threads: int, commit: str, reused: bool = Fa
         lines.append(f"| {s} | " + " | ".join(f"{get(r):.3f}" for _, get in COLS) + f" | {r['wall_s']:.0f} s ({r['timings_s']['warm_starts']:.0f} s) |")
     lines.append("| mean ± s.e. | " + " | ".join(_mean_se([get(results[s]) for s in seeds]) for _, get in COLS) + " | |")
     return "\n".join(lines)
-
-
-def write_block(page: Path, block: str) -> None:
-    from satseq.utils.io import write_text
-
-    text = page.read_text()
-    if BEGIN not in text or END not in text:
-        sys.exit(f"error: {page}: no {BEGIN} ... {END} block to replace")
-    head, rest = text.split(BEGIN, 1)
-    write_text(page, head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1])
 
 
 def main() -> None:
@@ -105,11 +104,16 @@ def main() -> None:
     for s in a.seeds:
         results[s] = run(a.dir, s, first, a.threads)
         first = first or a.dir / f"seed{s}"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    block = table(results, a.threads, commit, reused=a.warm_starts is not None)
+    block = table(results, a.threads, reused=a.warm_starts is not None)
     print(block)
     if a.write:
-        write_block(a.write, block)
+        from satseq.errors import SatseqError
+        from satseq.utils.io import replace_marked_block
+
+        try:
+            replace_marked_block(a.write, BEGIN, END, block)
+        except SatseqError as e:
+            sys.exit(f"error: {e}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Run it before a change to a warm start, the sampler, the engine or the trainer's
 cases (each the command its figures were documented with; all share ``DIR``, so the base warm start is
 built once, in ``DIR/embedded``):
 
-* ``quickstart``: ``satseq quickstart --output-dir DIR`` (the chain task; ~10 min on 2 cores with the warm
+* ``quickstart``: ``satseq quickstart --output-dir DIR`` (the chain task; ~14 min on 2 cores with the warm
   starts, which the other cases then reuse);
 * ``chain``: ``python bench/multiagent_comparison.py --task chain --out DIR --seeds 0 --threads 1``
   (SAT-Seq vs the simultaneous update vs GRPO on the chain relay task, one seed);

@@ -166,16 +166,15 @@ def main(argv=None) -> int:
     if not a.write:
         print(text, end="")
         return 0
+    from satseq.errors import SatseqError
+    from satseq.utils.io import replace_marked_block
+
     page = Path(a.write)
-    doc = page.read_text()
-    if doc.count(BEGIN) != 1 or doc.count(END) != 1:
-        print(f"error: {page}: needs one {BEGIN} and one {END} line", file=sys.stderr)
+    try:
+        replace_marked_block(page, BEGIN, END, text)
+    except SatseqError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    head, rest = doc.split(BEGIN)
-    _, tail = rest.split(END)
-    tmp = page.with_suffix(".tmp")
-    tmp.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
-    tmp.replace(page)
     print(f"wrote the stability tables into {page}")
     return 0
 

@@ -19,7 +19,6 @@ Accuracies are sampled at temperature 1 (``EVAL_SAMPLES`` episodes per held-out 
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import torch
 from satseq.config import load_config
 from satseq.eval.rollout_eval import evaluate_relay, evaluate_single
 from satseq.models.agents import AgentPool
-from satseq.utils.io import write_json, write_text
+from satseq.utils.io import read_jsonl, write_json, write_text
 
 AGENTS = ["agent_1", "agent_2", "agent_3"]
 STAGES = 50
@@ -67,14 +66,9 @@ def _one_pass(pool, agent: str, grt, seed: int) -> float:
 
 def _final_certificate(run_dir: Path) -> dict:
     """The last ``certificate/*`` record of a SAT-Seq run's metrics.jsonl (the one after its last stage)."""
-    last: dict = {}
-    path = Path(run_dir) / "metrics.jsonl"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            if "certificate/vote_lower" in rec:
-                last = {k.split("/", 1)[1]: v for k, v in rec.items() if k.startswith("certificate/")}
-    return last
+    rows = read_jsonl(Path(run_dir) / "metrics.jsonl", allow_partial_last_line=True)
+    last = next((r for r in reversed(rows) if "certificate/vote_lower" in r), {})
+    return {k.split("/", 1)[1]: v for k, v in last.items() if k.startswith("certificate/")}
 
 
 def _trained(cfg, run_dir: Path, console):

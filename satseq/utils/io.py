@@ -94,3 +94,17 @@ def read_jsonl(path: str | os.PathLike, *, allow_partial_last_line: bool = False
             raise DataError(f"{path}:{i}: expected a JSON object, got {type(obj).__name__}")
         rows.append(obj)
     return rows
+
+
+def replace_marked_block(page: str | os.PathLike, begin: str, end: str, block: str) -> None:
+    """Replace what lies between the marker lines ``begin`` and ``end`` of ``page`` with ``block``
+    (atomically): how a docs page carries a bench script's output instead of a retyped copy. A page
+    without exactly one of each marker is a :class:`DataError` naming it."""
+    page = Path(page)
+    text = page.read_text(encoding="utf-8")
+    if text.count(begin) != 1 or text.count(end) != 1:
+        raise DataError(f"{page}: needs exactly one {begin} and one {end} line")
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    write_text(page, f"{head}{begin}\n{block.rstrip(chr(10))}\n{end}{tail}")
+
