@@ -150,7 +150,8 @@ def test_torchrun_with_more_ranks_than_prompts_is_one_line_error(tiny_dir, tmp_p
     r = _launch(args, 2, check=False)
     line = ("error: config key 'trainer.train_batch_size': 1 prompts per stage cannot be split over 2 ranks "
             "(each needs at least one): raise it or launch fewer ranks")
-    assert r.returncode != 0 and r.stderr.count(line) == 2, r.stderr[-3000:]  # each rank: the one line
+    # the first rank to fail prints the line; torchrun may stop the other before it prints its own
+    assert r.returncode != 0 and r.stderr.count(line) in (1, 2), r.stderr[-3000:]
     assert "satseq/" not in r.stderr and not (tmp_path / "r").exists()  # no traceback through satseq's code
     # a rank's own output is that one line (torchrun's report around it is torchrun's)
     one = subprocess.run([sys.executable, "-m", "satseq.cli", "train", *args], capture_output=True, text=True,
