@@ -106,5 +106,5 @@ def replace_marked_block(page: str | os.PathLike, begin: str, end: str, block: s
         raise DataError(f"{page}: needs exactly one {begin} and one {end} line")
     head, rest = text.split(begin)
     _, tail = rest.split(end)
-    write_text(page, f"{head}{begin}\n{block.rstrip(chr(10))}\n{end}{tail}")
-
+    body = block.rstrip("\n")
+    write_text(page, f"{head}{begin}\n{body}\n{end}{tail}")
