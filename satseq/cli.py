@@ -94,8 +94,13 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
                                                  "constant-lr phase (default: the recipe's, 0.85)"),
         batch_size: int = typer.Option(64), lr: float = typer.Option(2e-3, help="base: the SFT learning rate"),
         seed: int = typer.Option(0), threads: int = typer.Option(0, help="torch threads (0 = all cores)"),
-        force: bool = typer.Option(False, help="rebuild even if it exists (the base too, for --task base)")):
+        force: bool = typer.Option(False, help="rebuild even if it exists or ships with satseq (the base too, for "
+                                               "--task base)"),
+        ship: bool = typer.Option(False, help="chain: rebuild the base and the chain warm start from scratch in OUT, "
+                                              "then ship the chain's inside the package (satseq/warm_starts/) with "
+                                              "how it was made and the fingerprint of the code that built it")):
     """Warm-start the embedded tiny model (SFT): the base warm start, or a method's on top of it."""
+    import os
     import shutil
 
     import torch
@@ -109,13 +114,26 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
         raise ConfigError(f"--task: unknown warm start {task!r} (known: base, {', '.join(builders)})")
     if task != "base" and (steps is not None or target is not None):
         raise ConfigError("--steps / --target: only for --task base (a method warm start trains to its own target)")
+    from satseq.models.shipped import SHIPPABLE
+
+    if ship and task not in SHIPPABLE:
+        raise ConfigError(f"--ship: only {', '.join(SHIPPABLE)} warm starts ship with satseq, not {task!r}")
     if threads:
         torch.set_num_threads(threads)
+    if force or ship:
+        os.environ["SATSEQ_NO_SHIPPED"] = "1"  # build here, never copy the shipped one
     if task != "base":
         stem, build = builders[task]
-        if force and method_warm_start_dir(out, stem, seed).exists():
-            shutil.rmtree(method_warm_start_dir(out, stem, seed))
-        typer.echo(f"warm start: {build(out, seed=seed, console=typer.echo)}")
+        for d in [method_warm_start_dir(out, stem, seed)] + ([warm_start_dir(out, seed)] if ship else []):
+            if (force or ship) and d.exists():
+                shutil.rmtree(d)
+        built = build(out, seed=seed, console=typer.echo)
+        typer.echo(f"warm start: {built}")
+        if ship:
+            from satseq.models.shipped import ship as ship_it
+            from satseq.models.warm_start import HELD_OUT_POOL
+
+            ship_it(built, stem, seed, HELD_OUT_POOL, console=typer.echo)
         return
     if force and warm_start_dir(out, seed).exists():
         shutil.rmtree(warm_start_dir(out, seed))

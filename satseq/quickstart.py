@@ -39,6 +39,45 @@ PRESET = [  # the quickstart budget; every key is an ordinary config key (bench/
     "data.eval_size=200", "resume=false",
 ]
 EVAL_SAMPLES = 2
+#: the phases, with their seconds on a fresh clone (2 idle cores, AMD EPYC; docs/results.md): the first
+#: estimate of the time left, rescaled after each phase by how fast this machine went so far
+PHASES = [("warm_starts", "the chain warm start (shipped with satseq: a copy)", 5),
+          ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass", 20),
+          ("sat_seq_train", f"SAT-Seq: three agents, {STAGES} stages", 110),
+          ("sat_seq_eval", "SAT-Seq's three agents on the held-out problems", 10),
+          ("grpo_train", f"GRPO: one agent on the one-pass prompt, {STAGES} stages", 30),
+          ("grpo_eval", "GRPO's policy alone and in all three seats", 15)]
+
+
+class PhaseClock:
+    """Prints each phase as it starts (``[3/6] SAT-Seq ... · about 2 min 30 s left``) and times it:
+    the time left is the remaining phases' estimates × (seconds spent / seconds estimated so far)."""
+
+    def __init__(self, console, phases=PHASES):
+        self.console, self.phases = console, phases
+        self.spent: dict[str, float] = {}
+        self._key: str | None = None
+        self._t0 = 0.0
+
+    def start(self, key: str) -> None:
+        self.stop()
+        i = next(n for n, (k, _, _) in enumerate(self.phases) if k == key)
+        done = sum(est for k, _, est in self.phases if k in self.spent)
+        pace = sum(self.spent.values()) / done if done else 1.0
+        left = pace * sum(est for _, _, est in self.phases[i:])
+        self.console.print(f"[bold][{i + 1}/{len(self.phases)}][/bold] {self.phases[i][1]} · "
+                           f"about {_duration(left)} left")
+        self._key, self._t0 = key, time.perf_counter()
+
+    def stop(self) -> None:
+        if self._key is not None:
+            self.spent[self._key] = time.perf_counter() - self._t0
+            self._key = None
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s" if m else f"{s} s"
 ROWS = [("vote", "three agents in sequence: their vote"), ("one_pass", "one agent, one pass")]
 
 
@@ -91,35 +130,38 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     con = console or Console()
     t_start = time.perf_counter()
     results: dict = {"seed": seed, "task": "chain", "eval_samples": EVAL_SAMPLES, "timings_s": {}}
+    clock = PhaseClock(con)
 
     # 1-2. warm starts and the "before" numbers
     cfg, gcfg = (_config(output_dir, m, stages, seed, overrides) for m in ("sat_seq", "grpo"))
-    t0 = time.perf_counter()
+    clock.start("warm_starts")
     rt = build_run(cfg, console=con.print).rt
     grt = build_run(gcfg, console=con.print).rt
-    results["timings_s"]["warm_starts"] = time.perf_counter() - t0
+    clock.start("before")
     results["n_problems"], results["stages"] = len(rt.eval), cfg.trainer.num_stages
     results["before"] = {"vote": _vote(rt.pool, rt, seed), "one_pass": _one_pass(grt.pool, grt.pool.names[0], grt, seed)}
     con.print(f"chain warm start: the three agents' vote {results['before']['vote']:.3f}, "
               f"one agent in one pass {results['before']['one_pass']:.3f}")
 
     # 3. SAT-Seq, three agents
-    t0 = time.perf_counter()
+    clock.start("sat_seq_train")
     run_dir = train(cfg, console=con.print)
-    results["timings_s"]["sat_seq_train"] = time.perf_counter() - t0
+    clock.start("sat_seq_eval")
     trained = _trained(cfg, run_dir, con.print)
     results["sat_seq"] = {"vote": _vote(trained.pool, trained, seed), "one_pass": None}
     results["certificate"] = _final_certificate(run_dir)
 
     # 4. GRPO, one agent, the same budget; alone and as all three relay agents
-    t0 = time.perf_counter()
+    clock.start("grpo_train")
     grun = train(gcfg, console=con.print)
-    results["timings_s"]["grpo_train"] = time.perf_counter() - t0
+    clock.start("grpo_eval")
     gtrained = _trained(gcfg, grun, con.print)
     policy = gtrained.pool.module(gtrained.pool.names[0])
     relay_pool = AgentPool.full(AGENTS, [policy] * len(AGENTS), gtrained.tokenizer)
     results["grpo"] = {"vote": _vote(relay_pool, rt, seed),
                        "one_pass": _one_pass(gtrained.pool, gtrained.pool.names[0], gtrained, seed)}
+    clock.stop()
+    results["timings_s"].update(clock.spent)
     results["timings_s"]["total"] = time.perf_counter() - t_start
 
     # 5. the table

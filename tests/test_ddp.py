@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from numerics import update_tol
 from safetensors.torch import load_file
 
 FAST = ["trainer.train_batch_size=3", "sat_seq.group_size=2", "grpo.group_size=2", "rollout.max_new_tokens=8",
@@ -54,6 +55,7 @@ def _metrics(run: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
+@pytest.mark.numerics
 def test_two_ranks_train_the_weights_one_rank_trains(tiny_dir, tmp_path):
     args = [f"model.path={tiny_dir}", *FAST]  # SAT-Seq, K = 3, full fine-tuning, certificate on
     _train([*args, f"output_dir={tmp_path}/one"])
@@ -66,7 +68,7 @@ def test_two_ranks_train_the_weights_one_rank_trains(tiny_dir, tmp_path):
     init = load_file(str(next(Path(tiny_dir).glob("*.safetensors"))))
     moved = max(float((w1[n][k] - init[k]).abs().max()) for n in w1 for k in w1[n])
     diff = _max_diff(w1, w2)
-    assert diff < 1e-5 and diff < moved / 10, (diff, moved)
+    assert diff < update_tol(moved), (diff, moved)
 
     m1, m2 = _metrics(run1), _metrics(run2)
     assert [r["step"] for r in m2] == [0, 1, 2]
@@ -95,6 +97,7 @@ def test_two_rank_lora_run_with_dropout_resumes_exactly(tiny_dir, tmp_path):
     assert _max_diff(_weights(part), _weights(full)) == 0.0
 
 
+@pytest.mark.numerics
 def test_grpo_lora_two_ranks_match_one(tiny_dir, tmp_path):
     args = [f"model.path={tiny_dir}", "method=grpo", "grpo.kl_coef=0.01", "model.lora.enabled=true",
             "model.lora.r=4", "model.lora.dropout=0", *FAST]  # dropout masks would differ from 1 rank's
@@ -102,7 +105,7 @@ def test_grpo_lora_two_ranks_match_one(tiny_dir, tmp_path):
     _train([*args, f"output_dir={tmp_path}/two"], ranks=2)
     w1, w2 = _weights(tmp_path / "one" / "r"), _weights(tmp_path / "two" / "r")
     moved = max(float(v.abs().max()) for k, v in w1["policy"].items() if "lora_B" in k)  # lora_B starts at 0
-    assert _max_diff(w1, w2) < min(1e-5, moved / 10), (_max_diff(w1, w2), moved)
+    assert _max_diff(w1, w2) < update_tol(moved), (_max_diff(w1, w2), moved)
     m1, m2 = _metrics(tmp_path / "one" / "r"), _metrics(tmp_path / "two" / "r")
     assert [r["rollout/generated_tokens"] for r in m1] == [r["rollout/generated_tokens"] for r in m2]
     assert [r["policy/kl_ref"] for r in m2] == pytest.approx([r["policy/kl_ref"] for r in m1], rel=1e-3, abs=1e-9)
@@ -165,6 +168,7 @@ def _collectives(rank: int, port: int, errors) -> None:
             dist.destroy_process_group()
 
 
+@pytest.mark.numerics
 def test_row_gather_and_gradient_sum_over_two_gloo_ranks():
     import torch.multiprocessing as mp
 

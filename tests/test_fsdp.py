@@ -4,7 +4,7 @@ what 1 process trains, and its torch.distributed.checkpoint trainer state resume
 Real ``torchrun`` launches on the tiny model, as in tests/test_ddp.py. FSDP2 reduce-scatters the mean
 of the ranks' gradients; without the × N of ``satseq.scale.fsdp.backward_scale`` the 2-rank weights
 end 1.1e-3 away from the 1-process ones in the SAT-Seq test here (measured once, patched by hand; the
-tolerance is 1e-5 and a tenth of what the weights moved), so the comparison can fail.
+tolerance is a hundredth of what the weights moved, tests/numerics.py), so the comparison can fail.
 """
 import json
 import os
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from numerics import update_tol
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["trainer.train_batch_size=3", "sat_seq.group_size=2", "grpo.group_size=2", "rollout.max_new_tokens=8",
@@ -87,6 +88,7 @@ def sat_runs(tiny_dir, tmp_path_factory):
             "killed": out / "killed"}
 
 
+@pytest.mark.numerics
 def test_fsdp2_sat_seq_equals_one_process(sat_runs, tiny_dir):
     one, two = sat_runs["one"], sat_runs["two"]
     info = json.loads((two / "run_info.json").read_text())
@@ -100,7 +102,7 @@ def test_fsdp2_sat_seq_equals_one_process(sat_runs, tiny_dir):
     init = load_file(str(next(Path(tiny_dir).glob("*.safetensors"))))
     moved = max(float((w1[n][k] - init[k]).abs().max()) for n in w1 for k in w1[n] if k in init)
     diff = _max_diff(w1, w2)
-    assert diff < 1e-5 and diff < moved / 10, (diff, moved)
+    assert diff < update_tol(moved), (diff, moved)
     # the HF checkpoint rank 0 wrote holds the gathered weights, the same as the .pt export
     hf = load_file(str(two / "agent_2_stage_3" / "model.safetensors"))
     assert all(torch.equal(hf[k], v) for k, v in w2["agent_2"].items() if k in hf)
@@ -122,15 +124,22 @@ def test_killed_fsdp2_run_resumes_exactly(sat_runs, tmp_path):
     assert _max_diff(_exports(run / "r"), _exports(sat_runs["two"])) == 0.0
 
 
-def test_two_rank_checkpoint_resumes_on_one_rank(sat_runs, tmp_path):
+@pytest.mark.numerics
+def test_two_rank_checkpoint_resumes_on_one_rank(sat_runs, tiny_dir, tmp_path):
     run = tmp_path / "killed"
     shutil.copytree(sat_runs["killed"], run)
     again = _launch([*sat_runs["args"], f"output_dir={run}"], 1)  # the 2-rank shards, resharded to 1 process
     assert "resuming" in again.stdout + again.stderr
     _same_decisions(_metrics(sat_runs["one"]), _metrics(run / "r"))
-    assert _max_diff(_exports(run / "r"), _exports(sat_runs["one"])) < 1e-5
+    from safetensors.torch import load_file
+
+    one = _exports(sat_runs["one"])
+    init = load_file(str(next(Path(tiny_dir).glob("*.safetensors"))))
+    moved = max(float((one[n][k] - init[k]).abs().max()) for n in one for k in one[n] if k in init)
+    assert _max_diff(_exports(run / "r"), one) < update_tol(moved)
 
 
+@pytest.mark.numerics
 def test_fsdp2_grpo_lora_equals_one_process(tiny_dir, tmp_path):
     args = [f"model.path={tiny_dir}", "method=grpo", "grpo.kl_coef=0.01", "model.lora.enabled=true",
             "model.lora.r=4", "model.lora.dropout=0", *FAST]  # dropout masks would differ from 1 process's
@@ -138,7 +147,7 @@ def test_fsdp2_grpo_lora_equals_one_process(tiny_dir, tmp_path):
     _launch([*args, "trainer.strategy=fsdp2", f"output_dir={tmp_path}/two"], 2)
     w1, w2 = _exports(tmp_path / "one" / "r", ["policy"]), _exports(tmp_path / "two" / "r", ["policy"])
     moved = max(float(v.abs().max()) for k, v in w1["policy"].items() if "lora_B" in k)  # lora_B starts at 0
-    assert _max_diff(w1, w2) < min(1e-5, moved / 10), (_max_diff(w1, w2), moved)
+    assert _max_diff(w1, w2) < update_tol(moved), (_max_diff(w1, w2), moved)
     m1, m2 = _metrics(tmp_path / "one" / "r"), _metrics(tmp_path / "two" / "r")
     assert [r["rollout/generated_tokens"] for r in m1] == [r["rollout/generated_tokens"] for r in m2]
     assert [r["policy/kl_ref"] for r in m2] == pytest.approx([r["policy/kl_ref"] for r in m1], rel=1e-3, abs=1e-9)

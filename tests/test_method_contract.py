@@ -78,6 +78,14 @@ def _cli(*args, env=None):
                           cwd=REPO, env=dict(os.environ, **(env or {})), timeout=600)
 
 
+def _in_process(*args):
+    from typer.testing import CliRunner
+
+    from satseq.cli import app
+
+    return CliRunner().invoke(app, list(map(str, args)))
+
+
 def _rows(run_dir: Path) -> list[dict]:
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if not k.startswith("time/") and k not in ("time", "wall_time")} for r in rows]
@@ -110,9 +118,10 @@ def test_method_contract(method, tiny_dir, tmp_path):
     wa, wb = _weights(a), _weights(b)
     assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
-    ev = _cli("eval", "--checkpoint_dir", a, "--dataset", "embedded", "--limit", "3", "--output_dir", tmp_path / "ev",
-              "--max_new_tokens", "6", "--threads", "1")
-    assert ev.returncode == 0, ev.stderr[-2000:]
+    # evaluated and plotted through the same CLI, in this process (the toy method is registered here too)
+    ev = _in_process("eval", "--checkpoint_dir", a, "--dataset", "embedded", "--limit", "3", "--output_dir",
+                     tmp_path / "ev", "--max_new_tokens", "6", "--threads", "1")
+    assert ev.exit_code == 0, ev.output[-2000:]
     from satseq.registry import get_method
 
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
@@ -120,6 +129,6 @@ def test_method_contract(method, tiny_dir, tmp_path):
     config = (tmp_path / "ev" / "inference_config.yaml").read_text()
     assert f"workflow: {get_method(method).workflow}" in config
 
-    plot = _cli("plot", a)
-    assert plot.returncode == 0, plot.stderr[-2000:]
+    plot = _in_process("plot", a)
+    assert plot.exit_code == 0, plot.output[-2000:]
     assert (a / "dashboard.png").stat().st_size > 10_000

@@ -5,7 +5,8 @@ docs/vllm.md), with ``SATSEQ_REQUIRE_VLLM=1`` so that a broken install fails ins
 
 The tolerance: vLLM's kernels (its own attention, fused QKV, SiLU-and-mul) sum in another order than
 transformers' eager forward, so fp32 log-probs of the same tokens differ by rounding: measured
-≤ 3e-5 on this model; the tests allow 2e-4 per token.
+≤ 3e-5 on this model (log-probs up to ≈ 5); the tests allow rounding at the log-probs' magnitude
+(tests/numerics.py: 256 fp32 ulps of it, ≈ 1.5e-4 here).
 """
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ pytestmark = pytest.mark.vllm
 if os.environ.get("SATSEQ_REQUIRE_VLLM") != "1":
     pytest.importorskip("vllm")
 
-TOL = 2e-4
+from numerics import fp_tol
+
+#: ``max_gap`` is in units of the rounding tolerance (tests/numerics.py): below 1 is agreement
+TOL = 1.0
 
 
 def trainer_logprobs(model, gens, pad_id, temperature=1.0):
@@ -36,7 +40,8 @@ def trainer_logprobs(model, gens, pad_id, temperature=1.0):
 
 def max_gap(model, gens, pad_id, temperature=1.0) -> float:
     ref = trainer_logprobs(model, gens, pad_id, temperature)
-    return max(float((r - torch.tensor(g.logprobs)).abs().max()) for r, g in zip(ref, gens) if g.response_ids)
+    return max(float((r - torch.tensor(g.logprobs)).abs().max()) / fp_tol(r) for r, g in zip(ref, gens)
+               if g.response_ids)
 
 
 def prompts(tok, n=6):
@@ -54,6 +59,7 @@ def full_model():
     return build_tiny_model(seed=3)
 
 
+@pytest.mark.numerics
 def test_logprobs_equal_the_trainers_forward_before_and_after_updates(full_model):
     from satseq.rollout.types import SamplingParams
     from satseq.rollout.vllm_engine import VLLMEngine
@@ -78,7 +84,7 @@ def test_logprobs_equal_the_trainers_forward_before_and_after_updates(full_model
     assert engine.reloads == reloads + 1
     assert max_gap(model, after, tok.pad_token_id) < TOL
     old = trainer_logprobs(model, gens, tok.pad_token_id)  # the new weights moved the old samples' log-probs
-    assert max(float((o - torch.tensor(g.logprobs)).abs().max()) for o, g in zip(old, gens)) > 10 * TOL
+    assert max(float((o - torch.tensor(g.logprobs)).abs().max()) / fp_tol(o) for o, g in zip(old, gens)) > 10 * TOL
     # nothing changed: no reload
     engine.generate(model, prompts(tok), sp, streams(6))
     assert engine.reloads == reloads + 1
@@ -102,7 +108,7 @@ def test_a_seed_fixes_the_samples_whatever_the_batch(full_model):
     assert [g.response_ids for g in whole] != [g.response_ids for g in other]
     greedy = engine.generate(model, ps, SamplingParams(max_new_tokens=10, temperature=0.0), None)
     ref = trainer_logprobs(model, greedy, tok.pad_token_id)
-    assert max(float((r - torch.tensor(g.logprobs)).abs().max()) for r, g in zip(ref, greedy)) < TOL
+    assert max(float((r - torch.tensor(g.logprobs)).abs().max()) / fp_tol(r) for r, g in zip(ref, greedy)) < TOL
 
 
 def test_stop_strings_and_finish_reasons_match_satseqs_engine(full_model):
@@ -127,6 +133,7 @@ def test_stop_strings_and_finish_reasons_match_satseqs_engine(full_model):
         assert b.text.endswith(stop) and b.finish_reason == "stop"
 
 
+@pytest.mark.numerics
 def test_three_lora_agents_on_one_engine_stay_in_sync_through_a_relay():
     from satseq.models.agents import AgentPool
     from satseq.models.tiny import build_tiny_model
@@ -154,7 +161,7 @@ def test_three_lora_agents_on_one_engine_stay_in_sync_through_a_relay():
     # the agents differ: the same prompts under another adapter have other log-probs
     a1 = seen["a1"]
     other = trainer_logprobs(pool.module("a2"), a1, tok.pad_token_id)
-    assert max(float((o - torch.tensor(g.logprobs)).abs().max()) for o, g in zip(other, a1)) > 10 * TOL
+    assert max(float((o - torch.tensor(g.logprobs)).abs().max()) / fp_tol(o) for o, g in zip(other, a1)) > 10 * TOL
     # one agent's update lands: only its adapter is re-registered, under a new id
     model = pool.module("a2")
     opt = torch.optim.SGD(pool.parameters("a2"), lr=0.5)
@@ -268,7 +275,7 @@ def test_every_method_trains_with_vllm_and_an_interrupted_run_resumes_it_exactly
     # every update measures the engine's log-probs of its batch against the trainer's, before its first
     # step: at stage 1 that is after the stage-0 update landed, so a stale engine would show here
     gaps = [r[k] for r in rows for k in r if k.endswith(("/logprob_gap", "/logprob_gap_max"))]
-    assert all(g < TOL for g in gaps), gaps
+    assert all(g < fp_tol(5.0) for g in gaps), gaps  # the logged gap is absolute: log-probs here are ≤ 5
     # the built-in policy-gradient methods log it (A*-PO's regression does not; a test's toy method may not)
     assert gaps or method not in ("sat_seq", "grpo", "simultaneous", "shared_policy", "mlmt", "pag"), sorted(rows[1])
 
@@ -326,6 +333,7 @@ def test_a_killed_sat_seq_run_with_vllm_resumes_exactly(tiny_dir, tmp_path):
     assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+@pytest.mark.numerics
 def test_a_lora_pools_reference_policy_samples_from_the_base():
     from satseq.models.agents import AgentPool
     from satseq.models.tiny import build_tiny_model

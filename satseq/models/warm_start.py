@@ -168,6 +168,17 @@ def ensure_method_warm_start(output_dir: str | Path, *, stem: str, task, example
     out = method_warm_start_dir(output_dir, stem, seed)
     if _complete(out):
         return out
+    if cfg is None and not os.environ.get("SATSEQ_NO_SHIPPED"):
+        from satseq.models.shipped import copy_shipped, shipped_warm_start
+
+        src = shipped_warm_start(stem, seed, n_examples=n_examples, eval_size=eval_size)
+        if src is not None:
+            with one_builder(out):
+                if not _complete(out):
+                    console(f"[satseq] using the {what} warm start shipped with satseq ({src}; "
+                            f"`satseq sft --task {stem} --force` rebuilds it here) -> {out}")
+                    copy_shipped(src, out)
+            return out
     cfg = cfg or recipe.sft_config(seed)
     held_out = eval_exclusion(task, eval_size)
     valid = task.problems(VALIDATION_SIZE, split="valid", exclude=held_out)
