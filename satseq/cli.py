@@ -127,13 +127,17 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
         for d in [method_warm_start_dir(out, stem, seed)] + ([warm_start_dir(out, seed)] if ship else []):
             if (force or ship) and d.exists():
                 shutil.rmtree(d)
+        if ship:
+            from satseq.models.shipped import provenance
+            from satseq.models.warm_start import HELD_OUT_POOL
+
+            made = provenance(HELD_OUT_POOL)  # the code and machine that build it, before it is built
         built = build(out, seed=seed, console=typer.echo)
         typer.echo(f"warm start: {built}")
         if ship:
             from satseq.models.shipped import ship as ship_it
-            from satseq.models.warm_start import HELD_OUT_POOL
 
-            ship_it(built, stem, seed, HELD_OUT_POOL, console=typer.echo)
+            ship_it(built, stem, seed, made, console=typer.echo)
         return
     if force and warm_start_dir(out, seed).exists():
         shutil.rmtree(warm_start_dir(out, seed))

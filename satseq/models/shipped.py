@@ -127,11 +127,11 @@ def provenance(eval_size: int) -> dict:
             "torch": torch.__version__, "transformers": transformers.__version__}
 
 
-def ship(built: Path, stem: str, seed: int, eval_size: int, console=print) -> Path:
-    """Copy a freshly built warm start into the package, its ``warm_start.json`` extended with
-    :func:`provenance` under ``"shipped"``."""
+def ship(built: Path, stem: str, seed: int, made: dict, console=print) -> Path:
+    """Copy a freshly built warm start into the package, its ``warm_start.json`` extended with ``made``
+    (:func:`provenance`, taken when the build started) under ``"shipped"``."""
     info = json.loads((built / "warm_start.json").read_text())
-    info["shipped"] = provenance(eval_size)
+    info["shipped"] = made
     dest = shipped_dir(stem, seed)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=SHIPPED_DIR.parent))
     try:
