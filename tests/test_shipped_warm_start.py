@@ -20,7 +20,7 @@ def test_the_shipped_chain_warm_start_was_built_by_todays_code():
     # how it was made: commit, CPU, kernel path, steps and every validation check, each behaviour at its target
     ship = info["shipped"]
     assert len(ship["commit"]) == 40 and ship["cpu"] and ship["kernel_path"] and ship["torch"]
-    assert info["reached_target"] is True and info["steps"] > 0
+    assert info["reached_target"] is True and info["steps"] > 0 and ship["base_warm_start"]["reached_target"]
     final = info["checks"][-1]["behaviours"]
     assert set(final) >= {"stage1", "stage2", "copy"} and min(final.values()) >= CHAIN_RECIPE.target, final
     assert (shipped_dir("chain", 0) / "model.safetensors").stat().st_size < 12 * 2 ** 20  # fp32, ≈ 9 MB
@@ -73,6 +73,7 @@ def test_ship_builds_from_scratch_records_it_and_runs_use_it(tmp_path, monkeypat
     info = json.loads((dest / "warm_start.json").read_text())
     assert info["shipped"]["fingerprint"] == shipped.code_fingerprint() and info["shipped"]["cpu"]
     assert info["steps"] > 0 and info["checks"][-1]["behaviours"]
+    assert info["shipped"]["base_warm_start"]["steps"] == 2  # and the base's record, which it continued
     assert (tmp_path / "build" / "embedded" / "warm_start_seed0").exists()  # the base was built too, from scratch
 
     # a run with no warm start of its own copies the shipped one, whatever this CPU would have built

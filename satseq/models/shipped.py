@@ -132,6 +132,10 @@ def ship(built: Path, stem: str, seed: int, made: dict, console=print) -> Path:
     (:func:`provenance`, taken when the build started) under ``"shipped"``."""
     info = json.loads((built / "warm_start.json").read_text())
     info["shipped"] = made
+    base = Path(info.get("base", "")) / "warm_start.json"
+    if base.is_file():  # the base warm start it continued from: its steps and checks
+        info["shipped"]["base_warm_start"] = {k: v for k, v in json.loads(base.read_text()).items()
+                                              if k in ("steps", "checks", "reached_target", "sft")}
     dest = shipped_dir(stem, seed)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=SHIPPED_DIR.parent))
     try:
