@@ -40,11 +40,14 @@ $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 quickstart: setup
 	$(BIN)/satseq quickstart
 
-# the whole default suite, two lines side by side: install .venv, then satseq's engine's tests on 2 pytest-xdist
-# workers; install .venv-vllm, then the vLLM engine's tests there (run, never skipped). docs/testing.md
-XDIST ?= -n 2 --dist loadgroup
+# the whole default suite: both venvs installed side by side, then satseq's engine's tests in .venv on 2
+# pytest-xdist workers, then the vLLM engine's tests in .venv-vllm (run, never skipped; alone, because vLLM's
+# CPU threads beside the two workers made them 6x slower: measured). docs/testing.md
+XDIST ?= -n 2 --dist loadfile
 test:
-	$(MAKE) -j2 --output-sync=target test-fast test-vllm
+	$(MAKE) -j2 --output-sync=target setup setup-vllm
+	$(MAKE) test-fast
+	$(MAKE) test-vllm
 
 test-fast: setup
 	$(BIN)/python -m pytest -q $(XDIST)

@@ -49,20 +49,3 @@ def tiny_dir(tmp_path_factory):
     save_model_dir(model, tok, d)
     return d
 
-
-# make test runs 2 xdist workers with --dist loadgroup: each test goes to whichever worker is free, except
-# those of a module with an expensive module-scoped fixture (one trained run several tests read), which stay
-# together on one worker so that the fixture is built once; both Ray modules share one group, so that two
-# local Ray clusters never start at once
-SHARED_FIXTURE_MODULES = {"test_compare", "test_compare_sweep", "test_eval_runner", "test_fsdp", "test_grading_timeout",
-                          "test_model_loading", "test_multiturn_e2e", "test_tutorials", "test_vllm_engine",
-                          "test_vs_trl_bench"}
-RAY_MODULES = {"test_ray_backend", "test_ray_multinode"}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.module.__name__.rsplit(".", 1)[-1]
-        group = "ray" if name in RAY_MODULES else name if name in SHARED_FIXTURE_MODULES else None
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
