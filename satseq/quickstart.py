@@ -5,9 +5,9 @@ three 3-digit numbers, which a team can split into stages (agent 1 adds ``a+b``,
 that, agent 3 copies or re-adds) while a single pass must carry every column of three operands at once.
 The team is rewarded only for its vote (``reward.own=0``).
 
-1. warm starts: the embedded tiny model, SFT to the base task's target, then SFT on the chain's
-   transcripts to the chain's target (``satseq sft --task chain``; both built once, under
-   ``<output_dir>/embedded``; docs/embedded_default.md);
+1. the warm start: the chain's, shipped with satseq and copied to ``<output_dir>/embedded``
+   (built by ``satseq sft --task chain --ship``: the embedded tiny model, SFT to the base task's target,
+   then SFT on the chain's transcripts to the chain's target; docs/embedded_default.md);
 2. "before": that warm start as the three relay agents (their vote) and as one agent on a one-pass prompt;
 3. SAT-Seq: three agents, block-coordinate updates, quantile-KL check, and the certificate (a PAC
    lower bound on the vote and on its improvement, δ = 0.05, from 256 fresh held-out episodes);
@@ -39,15 +39,14 @@ PRESET = [  # the quickstart budget; every key is an ordinary config key (bench/
     "data.eval_size=200", "resume=false",
 ]
 EVAL_SAMPLES = 2
-#: the phases, with their seconds on a fresh clone (2 idle cores, AMD EPYC; docs/results.md): the first
+#: the phases, with their seconds on a fresh clone (2 idle cores, AMD EPYC Zen 3; docs/results.md): the first
 #: estimate of the time left, rescaled after each phase by how fast this machine went so far
-PHASES = [("warm_starts", "the chain warm start (shipped with satseq: a copy)", 5),
-          ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass", 20),
-          ("sat_seq_train", f"SAT-Seq: three agents, {STAGES} stages", 110),
-          ("sat_seq_eval", "SAT-Seq's three agents on the held-out problems", 10),
-          ("grpo_train", f"GRPO: one agent on the one-pass prompt, {STAGES} stages", 30),
-          ("grpo_eval", "GRPO's policy alone and in all three seats", 15)]
-
+PHASES = [("warm_starts", "the chain warm start (shipped with satseq: a copy)", 1),
+          ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass", 11),
+          ("sat_seq_train", f"SAT-Seq: three agents, {STAGES} stages", 168),
+          ("sat_seq_eval", "SAT-Seq's three agents on the held-out problems", 7),
+          ("grpo_train", f"GRPO: one agent on the one-pass prompt, {STAGES} stages", 39),
+          ("grpo_eval", "GRPO's policy alone and in all three seats", 8)]
 
 class PhaseClock:
     """Prints each phase as it starts (``[3/6] SAT-Seq ... · about 2 min 30 s left``) and times it:
