@@ -100,3 +100,19 @@ def test_ship_is_only_for_a_warm_start_that_ships(tmp_path):
 
     r = CliRunner().invoke(app, ["sft", "--task", "mlmt", "--ship", "--out", str(tmp_path)])
     assert r.exit_code != 0 and "--ship" in r.output and not (tmp_path / "embedded").exists()
+
+
+def test_an_interrupted_copy_leaves_the_old_directory_and_no_temporary(tmp_path):
+    from satseq.utils.io import atomic_dir
+
+    out = tmp_path / "chain_seed0"
+    out.mkdir()
+    (out / "old").write_text("kept")
+    with pytest.raises(RuntimeError):
+        with atomic_dir(out) as tmp:
+            (tmp / "new").write_text("half")
+            raise RuntimeError("interrupted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain_seed0"] and (out / "old").read_text() == "kept"
+    with atomic_dir(out) as tmp:
+        (tmp / "new").write_text("whole")
+    assert sorted(p.name for p in out.iterdir()) == ["new"]

@@ -22,9 +22,10 @@ import os
 import platform
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Optional
+
+from satseq.utils.io import atomic_dir
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "warm_starts"
 
@@ -90,14 +91,8 @@ def shipped_warm_start(stem: str, seed: int, *, n_examples: int, eval_size: int)
 
 def copy_shipped(src: Path, out: Path) -> Path:
     """Copy a shipped warm start into a run's ``output_dir`` atomically (a temporary sibling, then a rename)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
@@ -137,18 +132,10 @@ def ship(built: Path, stem: str, seed: int, made: dict, console=print) -> Path:
         info["shipped"]["base_warm_start"] = {k: v for k, v in json.loads(base.read_text()).items()
                                               if k in ("steps", "checks", "reached_target", "sft")}
     dest = shipped_dir(stem, seed)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=SHIPPED_DIR.parent))
-    try:
+    with atomic_dir(dest) as tmp:
         for f in built.iterdir():
             if f.is_file():
                 shutil.copy2(f, tmp / f.name)
         (tmp / "warm_start.json").write_text(json.dumps(info, indent=2) + "\n")
-        SHIPPED_DIR.mkdir(exist_ok=True)
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     console(f"[satseq] shipped {dest} (fingerprint {info['shipped']['fingerprint'][:12]}, {info['steps']} SFT steps)")
     return dest

@@ -36,6 +36,25 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         raise
 
 
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary sibling directory of ``path`` to fill; on success it replaces ``path`` (an
+    existing ``path`` is removed first), on any error it is removed and ``path`` is left as it was."""
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_write(path) as fh:
         fh.write(text)
