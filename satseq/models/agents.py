@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from satseq.errors import ConfigError
+from satseq.utils.io import atomic_dir
 
 
 class AgentPool:
@@ -158,9 +157,7 @@ class AgentPool:
     def save_agent(self, name: str, out_dir: str | Path) -> Path:
         """One loadable HF-format checkpoint (full model or PEFT adapter, safetensors), atomically."""
         out_dir = Path(out_dir)
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-        try:
+        with atomic_dir(out_dir) as tmp:
             if self.mode == "full":
                 self._models[name].save_pretrained(tmp, safe_serialization=True)
             else:
@@ -171,12 +168,6 @@ class AgentPool:
                         shutil.move(str(f), tmp / f.name)
                     sub.rmdir()
             self.tokenizer.save_pretrained(tmp)
-            if out_dir.exists():
-                shutil.rmtree(out_dir)
-            os.replace(tmp, out_dir)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return out_dir
 
     def _check(self, name: str) -> None:
