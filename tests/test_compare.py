@@ -3,11 +3,11 @@ nothing redone on a second call, a killed comparison resumed exactly, and the tr
 against hand-computed cases."""
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 from satseq.compare.baselines import coach_baselines, judged_attempts, verifier_baselines, verifier_stats
 from satseq.compare.runner import BudgetStop, training_summary
@@ -34,8 +34,7 @@ def _spec(tiny_dir, out, budget="tokens: 60", runs=None) -> str:
 def _compare(args, env=None):
     env = dict(os.environ, **(env or {}))
     env.setdefault("OMP_NUM_THREADS", "1")
-    return subprocess.run([sys.executable, "-m", "satseq.cli", "compare", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return warm_cli.run([sys.executable, "-m", "satseq.cli", "compare", *args], cwd=ROOT, env=env, timeout=300)
 
 
 # ------------------------------------------------------------------------------ YAML errors

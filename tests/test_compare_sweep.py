@@ -4,11 +4,11 @@ and a finished one not redone; the stability statistics and the step KL against 
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 import torch
 
 from satseq.compare.stability import (final_ratios, final_value, largest, over_seeds, run_stability,
@@ -93,8 +93,7 @@ def _spec(tiny_dir, out) -> str:
 def _compare(args, env=None):
     env = dict(os.environ, **(env or {}))
     env.setdefault("OMP_NUM_THREADS", "1")
-    return subprocess.run([sys.executable, "-m", "satseq.cli", "compare", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return warm_cli.run([sys.executable, "-m", "satseq.cli", "compare", *args], cwd=ROOT, env=env, timeout=300)
 
 
 CELLS = ("grpo@grpo.lr=0.0001", "grpo@grpo.lr=0.1")

@@ -8,11 +8,11 @@ ones after 3 SAT-Seq stages (measured); with it, ~4e-7 (floating-point order of 
 import json
 import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 import torch
 from numerics import update_tol
 from safetensors.torch import load_file
@@ -35,8 +35,8 @@ def _train(args, ranks: int = 1, stop_after: int | None = None):
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
         "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "-m", "satseq.cli"]
     extra = [] if stop_after is None else ["--stop-after", str(stop_after)]
-    r = subprocess.run([*launch, "train", *args, *extra], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    r = warm_cli.run([*launch, "train", *args, *extra], timeout=300, cwd=ROOT,
+                     env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     return r
 
@@ -112,9 +112,9 @@ def test_grpo_lora_two_ranks_match_one(tiny_dir, tmp_path):
 
 
 def test_torchrun_with_the_ray_backend_is_one_line_error(tiny_dir, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "satseq.cli", "train", f"model.path={tiny_dir}", "trainer.backend=ray",
-                        f"output_dir={tmp_path}"], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                       env=dict(os.environ, OMP_NUM_THREADS="1", WORLD_SIZE="2", RANK="0", LOCAL_RANK="0"))
+    r = warm_cli.run([sys.executable, "-m", "satseq.cli", "train", f"model.path={tiny_dir}", "trainer.backend=ray",
+                      f"output_dir={tmp_path}"], timeout=120, cwd=ROOT,
+                     env=dict(os.environ, OMP_NUM_THREADS="1", WORLD_SIZE="2", RANK="0", LOCAL_RANK="0"))
     assert r.returncode == 2 and r.stderr.startswith("error: config key 'trainer.backend'"), r.stderr
     assert "Traceback" not in r.stderr and not any(tmp_path.iterdir())
 

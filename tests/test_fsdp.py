@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 import torch
 from numerics import update_tol
 
@@ -39,8 +40,8 @@ def _launch(args, ranks: int, env=None, check: bool = True):
     launch = [sys.executable, "-m", "satseq.cli"] if ranks == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
         "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "-m", "satseq.cli"]
-    r = subprocess.run([*launch, "train", *args], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                       env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})))
+    r = warm_cli.run([*launch, "train", *args], timeout=300, cwd=ROOT,
+                     env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})))
     if check:
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     return r

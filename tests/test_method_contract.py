@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 import torch
 
 from satseq.methods.base import Method
@@ -68,14 +68,15 @@ FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2
         "trainer.progress=false", "trainer.num_stages=2", "trainer.eval_every=2", "grpo.lr=1e-3", "sat_seq.lr=1e-3"]
 SPEED = {"apo": ["apo.n_samples=2"]}  # settings that only make a method fast enough for a test
 # Runs this file in the child so that the toy method above is registered there too.
-DRIVER = ("import importlib.util, sys; s = importlib.util.spec_from_file_location('contract', sys.argv[1]); "
+DRIVER = ("import importlib.util, os, sys; sys.path.insert(0, os.path.dirname(sys.argv[1])); "
+          "s = importlib.util.spec_from_file_location('contract', sys.argv[1]); "
           "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); "
           "from satseq.cli import main; sys.argv = ['satseq'] + sys.argv[2:]; main()")
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-c", DRIVER, __file__, *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO, env=dict(os.environ, **(env or {})), timeout=600)
+    return warm_cli.run([sys.executable, "-c", DRIVER, __file__, *map(str, args)], cwd=REPO,
+                        env=dict(os.environ, **(env or {})), timeout=600)
 
 
 def _in_process(*args):

@@ -2,11 +2,11 @@
 three-turn evaluation, launchers, the Slurm script's argument handling and Ray address plumbing."""
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "rollout.max_new_tokens=6", "data.train_size=8",
@@ -14,8 +14,7 @@ FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "rollout.max_new_toke
 
 
 def _run(cmd, env=None, timeout=300):
-    return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=timeout,
-                          cwd=REPO)
+    return warm_cli.run(cmd, env=dict(os.environ, **(env or {})), timeout=timeout, cwd=REPO)
 
 
 def _train(args, env=None):

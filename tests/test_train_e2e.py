@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 from numerics import fp_tol
 
 
@@ -15,8 +16,7 @@ FAST = ["trainer.train_batch_size=2", "sat_seq.group_size=2", "grpo.group_size=2
 
 def _train(args, env=None):
     e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "satseq.cli", "train", *args], capture_output=True, text=True,
-                          env=e, timeout=300)
+    return warm_cli.run([sys.executable, "-m", "satseq.cli", "train", *args], env=e, timeout=300)
 
 
 def _metrics(run_dir: Path):
@@ -115,8 +115,7 @@ def test_dapo_format_training_data(tiny_dir, tmp_path):
 def test_apo_stage1_cache_then_stage2_training(tiny_dir, tmp_path):
     args = [f"model.path={tiny_dir}", "method=apo", "apo.n_samples=3", "apo.lr=1e-4", *FAST,
             f"output_dir={tmp_path}", "run_name=apo"]
-    v = subprocess.run([sys.executable, "-m", "satseq.cli", "vstar", *args], capture_output=True, text=True,
-                       timeout=300)
+    v = warm_cli.run([sys.executable, "-m", "satseq.cli", "vstar", *args], timeout=300)
     assert v.returncode == 0, v.stderr
     cache = json.loads((tmp_path / "apo" / "vstar.json").read_text())
     assert len(cache["problem_ids"]) == 16 and all(len(r) == 3 for r in cache["rewards"])
