@@ -42,10 +42,10 @@ EVAL_SAMPLES = 2
 #: the phases, with their seconds on a fresh clone (2 idle cores, AMD EPYC Zen 3; docs/results.md): the first
 #: estimate of the time left, rescaled after each phase by how fast this machine went so far
 PHASES = [("warm_starts", "the chain warm start (shipped with satseq: a copy)", 1),
-          ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass", 11),
-          ("sat_seq_train", f"SAT-Seq: three agents, {STAGES} stages", 168),
+          ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass", 9),
+          ("sat_seq_train", f"SAT-Seq: three agents, {STAGES} stages", 163),
           ("sat_seq_eval", "SAT-Seq's three agents on the held-out problems", 7),
-          ("grpo_train", f"GRPO: one agent on the one-pass prompt, {STAGES} stages", 39),
+          ("grpo_train", f"GRPO: one agent on the one-pass prompt, {STAGES} stages", 35),
           ("grpo_eval", "GRPO's policy alone and in all three seats", 8)]
 
 class PhaseClock:
