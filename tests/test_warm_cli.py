@@ -48,3 +48,11 @@ def test_an_environment_read_at_import_runs_fresh():
     env = dict(os.environ, HF_HUB_OFFLINE="0" if os.environ.get("HF_HUB_OFFLINE") == "1" else "1")
     r = warm_cli.run([sys.executable, "-c", PROBE, "0"], env=env, timeout=60)
     assert r.returncode == 0 and _fields(r.stdout)["parent"] == str(os.getpid())
+
+
+def test_a_server_started_before_the_environment_changed_is_started_again(monkeypatch):
+    warm_cli.run([sys.executable, "-c", "pass"], timeout=60)
+    monkeypatch.setenv("SATSEQ_WARM_CLI_DRIFT_PROBE_LIB", "1")
+    monkeypatch.setenv("WARM_CLI_DRIFT_PROBE", "1")  # read at import, for all the server knows
+    r = warm_cli.run([sys.executable, "-c", PROBE, "0"], timeout=60)
+    assert r.returncode == 0 and _fields(r.stdout)["parent"] != str(os.getpid())  # forked, by a new server

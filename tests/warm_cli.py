@@ -20,7 +20,8 @@ What a fork does not give, and where the suite therefore still starts fresh inte
 - the CLI's own start-up (``satseq --help`` in a new interpreter): tests/test_tutorials.py runs the
   pages' commands through the installed ``satseq`` script.
 
-``SATSEQ_TEST_FORK=0`` turns the server off (every call is an ordinary subprocess). docs/testing.md.
+When a test changes this process's environment after the server started (some code under test sets
+variables), the next request starts a new server with it. ``SATSEQ_TEST_FORK=0`` turns the server off (every call is an ordinary subprocess). docs/testing.md.
 """
 from __future__ import annotations
 
@@ -118,9 +119,7 @@ class _Server:
                 self.proc.kill()
 
     def accepts(self, env: dict) -> bool:
-        keys = set(env) | set(self.env)
-        return self.ready and self.proc.poll() is None and all(
-            env.get(k) == self.env.get(k) for k in keys if not k.startswith(RUNTIME_ENV))
+        return self.ready and self.proc.poll() is None and _same_at_import(env, self.env)
 
     def run(self, cmd, req, timeout):
         with tempfile.TemporaryDirectory(prefix="warm_cli_") as d:
@@ -137,7 +136,7 @@ class _Server:
                 if sel.select(wait):
                     break
                 os.kill(pid, 9)
-                timed_out = True
+                timed_out, deadline = True, None  # then wait for the server to reap it
             rc = json.loads(self.proc.stdout.readline())["rc"]
             sel.close()
             out, err = (Path(req[k]).read_text(errors="replace") for k in ("stdout", "stderr"))
@@ -147,6 +146,11 @@ class _Server:
 
 
 _server: _Server | None = None
+
+
+def _same_at_import(a: dict, b: dict) -> bool:
+    """The two environments agree on everything a library may read when it is imported."""
+    return all(a.get(k) == b.get(k) for k in set(a) | set(b) if not k.startswith(RUNTIME_ENV))
 
 
 def _warm_request(cmd, cwd) -> dict | None:
@@ -169,6 +173,9 @@ def run(cmd, *, env=None, cwd=None, timeout=None, capture_output=True, text=True
     env = dict(os.environ if env is None else env)
     req = _warm_request(cmd, cwd) if os.environ.get("SATSEQ_TEST_FORK", "1") != "0" else None
     if req is not None:
+        if _server is not None and not _server.accepts(env) and _same_at_import(env, dict(os.environ)):
+            _server.close()  # this process's environment changed since the server started: start it again
+            _server = None
         if _server is None:
             _server = _Server()
         if _server.accepts(env):
