@@ -12,7 +12,7 @@ Layout of a run directory (``outputs/<run>/``)::
         dcp/                     instead of the .safetensors and the optimizer states, with
                                  trainer.strategy=fsdp2: torch.distributed.checkpoint's sharded
                                  files, one set per rank, resumable on any number of ranks
-                                 (satseq/scale/fsdp_checkpoint.py)
+                                 (written by the fsdp2 strategy)
     metrics.jsonl, tensorboard/  metrics
 
 Every file and directory is written atomically (temp sibling + rename): a run killed at any
@@ -35,7 +35,8 @@ from satseq.errors import SatseqError
 STATE_DIR = "trainer_state"
 
 
-def _swap_in_dir(tmp: Path, final: Path) -> None:
+def swap_in_dir(tmp: Path, final: Path) -> None:
+    """Replace ``final`` by the complete directory ``tmp`` (the previous one kept as ``.old`` until then)."""
     old = final.with_name(final.name + ".old")
     if final.exists():
         if old.exists():
@@ -46,12 +47,17 @@ def _swap_in_dir(tmp: Path, final: Path) -> None:
         shutil.rmtree(old)
 
 
-def save_trainer_state(run_dir: Path, *, stage: int, pool, extra: dict, sharded: bool = False) -> Path:
-    """Write ``trainer_state/`` for resuming after ``stage`` (the last completed stage). ``sharded``
-    (``trainer.strategy=fsdp2``): every rank calls it; weights and optimizer states go through
-    torch.distributed.checkpoint, the rest is written by rank 0."""
-    if sharded:
-        return _save_sharded(Path(run_dir), stage=stage, pool=pool, extra=extra)
+def with_global_rng(stage: int, extra: dict) -> dict:
+    """``state.pt``'s content: the stage, the global RNG states (torch, Python, NumPy) and ``extra``."""
+    return {"stage": stage, "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+            "numpy_rng": np.random.get_state(), **extra}
+
+
+def save_trainer_state(run_dir: Path, *, stage: int, pool, extra: dict) -> Path:
+    """Write ``trainer_state/`` for resuming after ``stage`` (the last completed stage): each agent's
+    trainable weights (safetensors) and ``state.pt``. A sharded run's trainer state is written by its
+    strategy (:meth:`satseq.strategy.Strategy.save_trainer_state`), with :func:`swap_in_dir` and
+    :func:`with_global_rng`."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{STATE_DIR}.", dir=run_dir))
@@ -59,53 +65,21 @@ def save_trainer_state(run_dir: Path, *, stage: int, pool, extra: dict, sharded:
         for name in pool.names:
             state = {k: v.contiguous().cpu() for k, v in pool.trainable_state(name).items()}
             save_file(state, str(tmp / f"{name}.safetensors"))
-        torch.save({
-            "stage": stage,
-            "torch_rng": torch.get_rng_state(),
-            "python_rng": random.getstate(),
-            "numpy_rng": np.random.get_state(),
-            **extra,
-        }, tmp / "state.pt")
-        _swap_in_dir(tmp, run_dir / STATE_DIR)
+        torch.save(with_global_rng(stage, extra), tmp / "state.pt")
+        swap_in_dir(tmp, run_dir / STATE_DIR)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return run_dir / STATE_DIR
 
 
-def _rng_and(stage: int, extra: dict) -> dict:
-    return {"stage": stage, "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-            "numpy_rng": np.random.get_state(), **extra}
-
-
-def _save_sharded(run_dir: Path, *, stage: int, pool, extra: dict) -> Path:
-    from satseq.scale import ddp, fsdp_checkpoint
-
-    tmp = None
-    if ddp.is_main():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".{STATE_DIR}.", dir=run_dir)
-    tmp = Path(ddp.all_gather(tmp)[0])  # rank 0's directory, for every rank's shards
-    try:
-        keys = fsdp_checkpoint.save(tmp / fsdp_checkpoint.DCP_DIR, pool)
-        if ddp.is_main():
-            extra = dict(extra, updater=fsdp_checkpoint.strip_optimizers(extra.get("updater"), pool))
-            torch.save(_rng_and(stage, {**extra, "dcp_optimizers": keys}), tmp / "state.pt")
-        ddp.barrier()  # every rank's shards are written before the directory is swapped in
-        if ddp.is_main():
-            _swap_in_dir(tmp, run_dir / STATE_DIR)
-        ddp.barrier()
-    except BaseException:
-        if ddp.is_main():
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return run_dir / STATE_DIR
-
-
-def load_trainer_state(run_dir: Path, pool) -> dict | None:
+def load_trainer_state(run_dir: Path, pool, *, read_shards=None, check_plain=None) -> dict | None:
     """Restore agents' weights and global RNGs; return the state dict (None if there is none).
-    A sharded state (``dcp/``) restores the optimizers recorded in ``pool.optimizers`` too, and its
-    ``state["updater"]`` carries their loaded state dicts; every rank must call it."""
+
+    A sharded state (``dcp/``, ``trainer.strategy=fsdp2``) is read by ``read_shards(dir, state)``, which
+    the fsdp2 strategy passes (it restores the weights and the optimizers recorded in
+    ``pool.optimizers`` and puts their state dicts into ``state["updater"]``; every rank calls it);
+    without it such a state is a one-line error. ``check_plain(dir)`` may refuse a plain state."""
     run_dir = Path(run_dir)
     d = run_dir / STATE_DIR
     if not (d / "state.pt").exists():
@@ -116,15 +90,15 @@ def load_trainer_state(run_dir: Path, pool) -> dict | None:
             return None
     try:
         state = torch.load(d / "state.pt", weights_only=False)
-        if (d / "dcp").is_dir():
-            from satseq.scale import fsdp_checkpoint
-
-            fsdp_checkpoint.load(d / fsdp_checkpoint.DCP_DIR, pool, state.get("dcp_optimizers"))
-            state["updater"] = fsdp_checkpoint.fill_optimizers(state.get("updater"), pool)
-        elif _sharded(pool):
-            raise SatseqError(f"{d}: written with trainer.strategy=replicate; resume it with that strategy "
+        sharded = (d / "dcp").is_dir()
+        if sharded and read_shards is None:
+            raise SatseqError(f"{d}: written with trainer.strategy=fsdp2; resume it with that strategy "
                               "(or start a new run_name)")
-        for name in ([] if (d / "dcp").is_dir() else pool.names):
+        if sharded:
+            read_shards(d, state)
+        elif check_plain is not None:
+            check_plain(d)
+        for name in ([] if sharded else pool.names):
             f = d / f"{name}.safetensors"
             if not f.exists():
                 raise SatseqError(f"{f}: missing; the run's agents differ from the checkpoint's "
@@ -138,18 +112,6 @@ def load_trainer_state(run_dir: Path, pool) -> dict | None:
     random.setstate(state["python_rng"])
     np.random.set_state(state["numpy_rng"])
     return state
-
-
-def _sharded(pool) -> bool:
-    """Whether ``pool``'s models hold FSDP2-sharded parameters (a pool whose agents live in Ray actors
-    holds no parameters in this process: never)."""
-    from torch.distributed.tensor import DTensor
-
-    from satseq.models.agents import AgentPool
-
-    if not isinstance(pool, AgentPool):
-        return False
-    return any(isinstance(p, DTensor) for n in pool.names for p in pool.parameters(n))
 
 
 def save_agent_checkpoints(run_dir: Path, pool, stage: int, *, export_pt: bool = True) -> list[Path]:

@@ -68,14 +68,12 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
     from satseq.config import load_config
     from satseq.config.loader import split_config_args
     from satseq.loop import train as run_train
-    from satseq.scale import ddp, fsdp
+    from satseq.registry import check_layout
+    from satseq.scale import ddp
 
     path, overrides = split_config_args(args or [])
     cfg = load_config(path, overrides)
-    fsdp.check_layout(cfg, ddp.launched_with_ranks())  # before the process group: one line per rank, no hang
-    if ddp.launched_with_ranks() > 1 and cfg.trainer.backend != "local":
-        raise ConfigError("config key 'trainer.backend': torchrun data parallelism runs with trainer.backend=local "
-                          "(Ray places agents; torchrun splits one run's data: use one or the other)")
+    check_layout(cfg, ddp.launched_with_ranks())  # before the process group: one line per rank, no hang
     with ddp.process_group(cfg.device):  # under torchrun: data parallel over its ranks (docs/scale.md)
         run_dir = run_train(cfg, stop_after=stop_after)
     if ddp.is_main():
@@ -151,13 +149,15 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
 
 
 def _method_warm_starts() -> dict:
-    """``satseq sft --task`` name -> (directory stem, builder(output_dir, seed=, console=))."""
-    from satseq.methods.mlmt.warm_start import ensure_mlmt_warm_start
-    from satseq.methods.pag.warm_start import ensure_multiturn_warm_start
+    """``satseq sft --task`` name -> (directory stem, builder(output_dir, seed=, console=)): the embedded
+    tasks' and every method's own warm start (``Method.warm_start_stem``, built by its ``ensure_warm_start``)."""
     from satseq.models.embedded_tasks import EMBEDDED_TASKS
+    from satseq.registry import METHODS, discover
 
     out = {name: (name, builder) for name, (_, builder) in EMBEDDED_TASKS.items()}
-    out.update(mlmt=("mlmt", ensure_mlmt_warm_start), pag=("multiturn", ensure_multiturn_warm_start))
+    discover()
+    out.update({name: (m.warm_start_stem, m.ensure_warm_start) for name, m in sorted(METHODS.items())
+                if m.warm_start_stem})
     return out
 
 

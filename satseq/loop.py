@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from satseq.checkpoint import load_trainer_state, save_agent_checkpoints, save_trainer_state
+from satseq.checkpoint import save_agent_checkpoints
 from satseq.config import TrainConfig, dump_config, save_config
 from satseq.config.loader import finalize
 from satseq.data.sampler import EpochSampler
@@ -29,11 +29,9 @@ from satseq.registry import get_method
 from satseq.rewards.custom import resolve_custom_reward
 from satseq.rewards.grade import timeout_count
 from satseq.utils.versions import library_versions
-from satseq.runtime import build_runtime
-from satseq.scale import ddp, fsdp
-from satseq.scale.ddp_rollout import rollout as dp_rollout
-from satseq.scale.ray_runtime import build_ray_runtime  # agents in Ray actors (imports ray only when used)
-from satseq.tracking import Tracker
+from satseq.registry import check_layout
+from satseq.strategy import Strategy, activate
+from satseq.tracking import NoTracker, Tracker
 from satseq.utils.io import write_json
 from satseq.utils.progress import progress_bar
 from satseq.workflows.base import make_workflow
@@ -50,10 +48,13 @@ class Run:
     rewards: RewardContext
     generator: torch.Generator
     roles: list[str] = field(default_factory=list)
+    strategy: Strategy = field(default_factory=Strategy)
 
 
-def build_run(cfg: TrainConfig, console=print, reward_fn=None) -> Run:
-    """Everything a run needs before its first stage (``reward_fn`` replaces correctness)."""
+def build_run(cfg: TrainConfig, console=print, reward_fn=None, strategy: Strategy | None = None) -> Run:
+    """Everything a run needs before its first stage (``reward_fn`` replaces correctness), laid out by
+    ``strategy`` (default: the one :func:`satseq.registry.check_layout` picks for ``cfg`` in this process)."""
+    strategy = strategy or check_layout(cfg, _launched_ranks())(cfg)
     method = get_method(cfg.method)
     custom = resolve_custom_reward(cfg, reward_fn)
     if custom is not None and not method.supports_custom_reward:
@@ -61,14 +62,20 @@ def build_run(cfg: TrainConfig, console=print, reward_fn=None) -> Run:
         raise ConfigError(f"config key '{key}': not supported with method={cfg.method} "
                           "(its turn rewards are defined by correctness)")
     gen = torch.Generator().manual_seed(cfg.seed)
-    rt = (build_ray_runtime if cfg.trainer.backend == "ray" else build_runtime)(cfg, method, console)
-    fsdp.apply(cfg, rt)  # trainer.strategy=fsdp2 under torchrun: each agent sharded over the ranks
-    prepared = method.prepare(cfg, rt, custom, console)
-    workflow = rt.backend.workflow(make_workflow(method.workflow, method.roles(cfg, rt.pool.names), rt.fmt,
-                                                 rt.sampling, **method.workflow_options(cfg)))
-    updater = rt.backend.updater(method, cfg, rt, gen, prepared)  # local: method.build_updater(...)
+    rt = strategy.build_runtime(cfg, method, console)
+    strategy.prepare(cfg, rt)  # fsdp2 under torchrun: each agent sharded over the ranks
+    with activate(strategy):
+        prepared = method.prepare(cfg, rt, custom, console)
+        workflow = strategy.workflow(make_workflow(method.workflow, method.roles(cfg, rt.pool.names), rt.fmt,
+                                                   rt.sampling, **method.workflow_options(cfg)))
+        updater = strategy.updater(method, cfg, rt, gen, prepared)  # local: method.build_updater(...)
     return Run(method, rt, workflow, updater, RewardContext(custom=custom, updater=updater), gen,
-               method.metric_roles(cfg, rt, workflow))
+               method.metric_roles(cfg, rt, workflow), strategy)
+
+
+def _launched_ranks() -> int:
+    """``WORLD_SIZE`` set by torchrun (1 when not launched by it)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def rollout_metrics(episodes, roles: list[str]) -> dict:
@@ -102,27 +109,32 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
     ``stop_when(stage, metrics) -> bool``, asked after each stage is logged, ends the run there with a
     checkpoint of that stage (``satseq compare``'s token / wall-clock budget)."""
     cfg = finalize(cfg)
-    fsdp.check_layout(cfg, ddp.launched_with_ranks())
+    strategy = check_layout(cfg, _launched_ranks())(cfg)  # where the work happens (satseq.strategy)
+    with activate(strategy):
+        return _train(cfg, strategy, console, stop_after, reward_fn, stop_when)
+
+
+def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn, stop_when) -> Path:
     run_dir = cfg.run_dir
-    main = ddp.is_main()  # under torchrun only rank 0 writes and prints (satseq.scale.ddp)
+    main = strategy.is_main  # under torchrun only rank 0 writes and prints
     console = console if main else (lambda *a, **k: None)
     ray_info = None
     if cfg.trainer.ray_address and cfg.trainer.backend == "local":  # record the cluster, train here
         from satseq.distributed import connect_ray
 
         ray_info = connect_ray(cfg.trainer.ray_address, console)
-    with ddp.main_first():  # rank 0 first: it may build the warm start the others then load
-        run = build_run(cfg, console, reward_fn)
+    with strategy.main_first():  # rank 0 first: it may build the warm start the others then load
+        run = build_run(cfg, console, reward_fn, strategy)
     method, rt, workflow, updater, gen = run.method, run.rt, run.workflow, run.updater, run.generator
-    ray_info = rt.backend.info or ray_info
+    ray_info = strategy.info or ray_info
     sampler = EpochSampler(len(rt.train), seed=cfg.seed)
     start = 0
-    state = load_trainer_state(run_dir, rt.pool) if cfg.resume else None
+    state = strategy.load_trainer_state(run_dir, rt.pool) if cfg.resume else None
     if state is not None:
         updater.load_state_dict(state["updater"])
         gen.set_state(state["generator"])
         sampler.load_state_dict(state["sampler"])
-        ddp.restore_rng(state.get("rank_rng"))  # torchrun: each rank's own torch RNG (dropout)
+        strategy.restore_rng(state.get("rank_rng"))  # torchrun: each rank's own torch RNG (dropout)
         start = state["stage"] + 1
         console(f"[satseq] resuming {run_dir} at stage {start}")
     if main:
@@ -130,24 +142,21 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
         write_json(run_dir / "run_info.json", {
             "method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode, **method.run_info(cfg, workflow),
             **({"ray": ray_info} if ray_info else {}), "base_model": cfg.model.path, "prompt_format": rt.fmt.name,
-            "embedded_task": cfg.data.embedded_task, "versions": library_versions(),
-            **({"data_parallel_ranks": ddp.world_size(), "strategy": cfg.trainer.strategy}
-               if ddp.is_distributed() else {})})
+            "embedded_task": cfg.data.embedded_task, "versions": library_versions(), **strategy.run_info()})
     tracker = Tracker(run_dir, tensorboard=cfg.trainer.tensorboard, wandb=cfg.trainer.wandb,
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
-                      config=dump_config(cfg), resume_step=start) if main else ddp.NoTracker()
+                      config=dump_config(cfg), resume_step=start) if main else NoTracker()
     last, hook_state = cfg.trainer.num_stages - 1, {}
-    sharded = fsdp.enabled(cfg)
     generated = {"tokens": 0, "samples": 0}  # this stage's, dropped groups (dynamic sampling) included
 
     def draw(n: int):  # n more prompts, rolled out and rewarded (method.collect may draw again)
         problems = [rt.train[i] for i in sampler.next_batch(n)]
-        eps = dp_rollout(workflow, problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
+        eps = strategy.rollout(workflow, problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
         generated["tokens"] += sum(len(t.response_ids) for ep in eps for t in ep.turns)
         generated["samples"] += sum(len(ep.turns) for ep in eps)
         return eps, method.assign_rewards(cfg, eps, run.rewards) or {}
 
-    with rt.backend, tracker, progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
+    with strategy, tracker, progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
                                enabled=cfg.trainer.progress and main) as bar:
         bar.advance(start)
         for stage in range(start, cfg.trainer.num_stages):
@@ -164,21 +173,20 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
             metrics["time/stage"] = time.perf_counter() - t0
             if cfg.trainer.eval_every and (stage + 1) % cfg.trainer.eval_every == 0:
                 held_out_gen = torch.Generator().manual_seed(cfg.seed * 7919 + stage)
-                fsdp.sync_rollout(rt.engine)
+                strategy.update_weights(rt.engine)
                 metrics.update(method.held_out_metrics(cfg, rt, workflow, held_out_gen))
             metrics["reward/timeouts"] = timeout_count() - timeouts0  # gradings killed at reward.timeout
             tracker.log(metrics, step=stage)
             method.after_log(cfg, metrics, hook_state, console)
             stop = bool(stop_when is not None and stop_when(stage, metrics))
             if stage == last or stop or (cfg.trainer.save_every and (stage + 1) % cfg.trainer.save_every == 0):
-                export = fsdp.export_pool(rt)  # fsdp2: every rank gathers the full weights, rank 0 writes
+                export = strategy.export_pool(rt)  # fsdp2: every rank gathers the full weights, rank 0 writes
                 if main:
                     save_agent_checkpoints(run_dir, export, stage + 1, export_pt=cfg.trainer.export_pt)
-            rank_rng = ddp.rng_states()  # every rank takes part; None on one process
-            if main or sharded:  # fsdp2: every rank writes its shards (torch.distributed.checkpoint)
-                save_trainer_state(run_dir, stage=stage, pool=rt.pool, sharded=sharded, extra={
-                    "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict(),
-                    **({"rank_rng": rank_rng} if rank_rng else {})})
+            rank_rng = strategy.rng_states()  # every rank takes part; None on one process
+            strategy.save_trainer_state(run_dir, stage=stage, pool=rt.pool, extra=lambda: {  # collective under fsdp2
+                "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict(),
+                **({"rank_rng": rank_rng} if rank_rng else {})})
             bar.set_postfix(f"vote {metrics['rollout/vote_accuracy']:.2f}")
             bar.advance()
             if stop or (stop_after is not None and stage + 1 >= stop_after):

@@ -9,7 +9,7 @@ rollout engine, and loads the training and held-out problems (``embedded``: the 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,26 +38,8 @@ class Runtime:
     sampling: SamplingParams
     train: list[Problem]
     eval: list[Problem]
-    backend: object = field(default_factory=lambda: LocalBackend())
-
-
-class LocalBackend:
-    """``trainer.backend=local``: agents, rollouts and updates in this process (``ray`` is never
-    imported). ``backend=ray``'s counterpart: :class:`satseq.scale.ray_runtime.RayBackend`."""
-
-    info = None
-
-    def workflow(self, workflow):
-        return workflow
-
-    def updater(self, method, cfg, rt, generator, prepared):
-        return method.build_updater(cfg, rt, generator, prepared)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
+    agent_steps: object = None  # where a block-coordinate updater's per-agent steps run (None: here;
+                                # the Ray strategy: the actors, satseq.update.loop.AgentSteps)
 
 
 def setup_torch(cfg: TrainConfig) -> str:
@@ -110,12 +92,18 @@ def _load(path: str, cfg: TrainConfig, device: str, console, method=None):
     return model, tok
 
 
+def agent_path_keys(names: list[str]) -> list[str]:
+    """The config keys agents' paths are named by in errors, when the method's
+    :class:`~satseq.methods.base.AgentSpec` gives none: ``agents[i].path``."""
+    return [f"agents[{i}].path" for i in range(len(names))]
+
+
 def check_agent_paths(cfg: TrainConfig, names: list[str], paths: list[str | None],
                       path_keys: list[str] | None = None) -> None:
     """Fail early, naming the config key, on an agent path that looks local but does not exist."""
     from satseq.models.loading import resolve_model_source
 
-    path_keys = path_keys or [f"sat_seq.agents[{i}].path" for i in range(len(names))]
+    path_keys = path_keys or agent_path_keys(names)
     for i, (name, p) in enumerate(zip(names, paths)):
         key, src = (path_keys[i], p) if p else ("model.path", cfg.model.path)
         if src == EMBEDDED:
@@ -131,7 +119,7 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
                method=None) -> AgentPool:
     """Load each agent's policy: full copies (embedded default) or LoRA adapters on one base.
     ``method`` provides the warm start when a path is ``embedded``."""
-    path_keys = path_keys or [f"sat_seq.agents[{i}].path" for i in range(len(names))]
+    path_keys = path_keys or agent_path_keys(names)
     check_agent_paths(cfg, names, paths, path_keys)
     sources = _agent_sources(cfg, paths)
     use_lora = True if force_lora else cfg.model.lora.enabled

@@ -255,3 +255,17 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
 
 
 __all__ = ["METRICS_FILE", "TENSORBOARD_DIR", "Tracker", "read_metrics"]
+
+
+class NoTracker:
+    """What workers other than the main one log metrics to: nothing (the main one logs the same,
+    gathered metrics)."""
+
+    def __enter__(self) -> "NoTracker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def log(self, metrics, step: int) -> None:
+        pass

@@ -159,7 +159,7 @@ def test_the_pipelined_relay_gives_the_sequential_episodes(cluster, tiny_dir, tm
 
     cfg = finalize(_cfg(tiny_dir, tmp_path, "trainer.backend=ray", "rollout.max_new_tokens=12"))
     run = build_run(cfg, console=lambda *a, **k: None)
-    with run.rt.backend:
+    with run.strategy:
         problems = run.rt.train[:5]
         seq = run.workflow.rollout(problems, run.rt.pool, run.rt.engine, group_size=2,
                                    generator=torch.Generator().manual_seed(7))

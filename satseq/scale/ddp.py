@@ -5,7 +5,7 @@ Launched by ``torchrun --nproc_per_node N -m satseq.cli train ...``: every rank 
 and the results are exchanged with torch.distributed collectives (Gloo on CPU, NCCL on GPU):
 
 * rollouts — the stage's problems in contiguous blocks, one per rank, their episodes all-gathered
-  (:mod:`satseq.scale.ddp_rollout`);
+  (:meth:`satseq.scale.replicate.Replicate.rollout`);
 * the trainer's forward passes — the rows of every turn batch, ordered by prompt, in contiguous
   blocks over the ranks (:func:`owned_rows`: a group's rows stay on one rank, which runs their
   shared prompt once); the per-token results are all-gathered into the full batch, a rank's own rows
@@ -85,19 +85,6 @@ def process_group(device: str):
     finally:
         if created:
             teardown()
-
-
-class NoTracker:
-    """What ranks other than 0 log metrics to: nothing (rank 0 logs the same, gathered metrics)."""
-
-    def __enter__(self) -> "NoTracker":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def log(self, metrics, step: int) -> None:
-        pass
 
 
 def barrier() -> None:

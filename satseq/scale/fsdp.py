@@ -9,7 +9,7 @@ holds 1/N of the parameters, of their gradients and of the AdamW moments; a laye
 all-gathered for its forward and backward and freed after, and the gradients reduce-scattered.
 
 What stays as under ``replicate``: every rank builds the same run and takes the same decisions; the
-trainer's forward passes split a turn batch's rows over the ranks (:func:`satseq.update.batch.batch_logprobs`),
+trainer's forward passes split a turn batch's rows over the ranks (:meth:`satseq.scale.fsdp2.Fsdp2.logprobs`),
 the per-token results are all-gathered, every rank computes the full batch's loss and its backward
 reaches the parameters through its own rows only. What differs:
 
@@ -50,10 +50,6 @@ from satseq.scale import ddp
 
 
 # ---------------------------------------------------------------------------- the layout
-def enabled(cfg) -> bool:
-    return cfg.trainer.strategy == "fsdp2"
-
-
 def check_layout(cfg, world: int, cuda_devices: int | None = None) -> None:
     """One-line errors for layouts that cannot run: more ranks than a stage's prompts (a rank would
     have nothing to roll out or train on), ``fsdp2`` with the Ray backend, the GPU-only FSDP options
@@ -195,7 +191,7 @@ class GatheredRollouts:
 
     ``replica`` is an :class:`~satseq.models.agents.AgentPool` of plain copies of the agents'
     models, made before sharding. :meth:`sync_weights` (a collective: every rank calls it, before
-    every rollout — :func:`satseq.scale.ddp_rollout.rollout`, the held-out evaluation, the saved
+    every rollout — :meth:`satseq.scale.replicate.Replicate.rollout`, the held-out evaluation, the saved
     checkpoints) copies each trainable parameter into the replica with ``full_tensor()``, one tensor
     at a time (a full state dict never exists). ``generate(model, ...)`` generates with the replica
     of the agent ``model`` acts for; everything else is the wrapped engine's."""
@@ -267,7 +263,7 @@ def apply(cfg, rt) -> None:
     """``trainer.strategy=fsdp2`` under torchrun: shard every agent's model over the ranks, route the
     rollouts through full-weight copies, and make full fine-tuning's references sharded copies.
     On one process: nothing (only the checkpoint format differs)."""
-    if not enabled(cfg) or not ddp.is_distributed():
+    if not ddp.is_distributed():
         return
     pool = rt.pool
     for m in pool.root_modules():

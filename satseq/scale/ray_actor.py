@@ -7,8 +7,9 @@ imported to define it. Inside, everything is the local code: :func:`~satseq.runt
 loads the agents (in LoRA mode all K adapters are created, as a local run creates them, so their
 random initialisation is the same, then the other actors' adapters are deleted:
 :meth:`~satseq.models.agents.AgentPool.only`), :class:`~satseq.rollout.hf_engine.HFEngine`
-samples, and the updates are :class:`~satseq.methods.sat_seq.stage_coordinator.StageCoordinator`'s
-per-agent step (SAT-Seq) or the method's whole updater (a one-agent method such as GRPO).
+samples, and the updates are the method's per-agent steps (its
+:meth:`~satseq.methods.base.Method.build_agent_updater`, through the public
+:class:`satseq.update.loop.AgentSteps` contract) or the method's whole updater (a one-agent method).
 
 Randomness stays the driver's: every call that samples or shuffles receives the generator state
 (per-episode streams for sampling, the run generator for mini-batch order) and returns it
@@ -65,22 +66,21 @@ class AgentHost:
 
     # ------------------------------------------------------------------ updates
     def build_updater(self, kind: str) -> None:
-        """``stage_coordinator``: SAT-Seq's coordinator over the hosted agents (its per-agent step is
-        called by the driver's coordinator); ``whole``: the method's own updater (one-agent methods)."""
-        if kind == "stage_coordinator":
-            from satseq.methods.sat_seq.stage_coordinator import StageCoordinator
-
-            self.updater = StageCoordinator(self.cfg, self.pool, self.gen, self.device, certificate=None)
+        """``per_agent``: the method's per-agent updater over the hosted agents (whose steps the
+        driver's updater calls, :meth:`update_agent`); ``whole``: the method's own updater."""
+        rt = SimpleNamespace(cfg=self.cfg, device=self.device, pool=self.pool, tokenizer=self.pool.tokenizer,
+                             agent_steps=None)
+        if kind == "per_agent":
+            self.updater = self.method.build_agent_updater(self.cfg, rt, self.gen)
         else:
-            rt = SimpleNamespace(cfg=self.cfg, device=self.device, pool=self.pool, tokenizer=self.pool.tokenizer)
             self.updater = self.method.build_updater(self.cfg, rt, self.gen, {})
 
-    def update_agent(self, name: str, batch, c: torch.Tensor, gen_state: torch.Tensor):
-        """One SAT-Seq agent step (:meth:`StageCoordinator._update_agent`) with the run generator's
-        state; returns its result, sequence log-ratios, metrics and the advanced generator state."""
+    def update_agent(self, name: str, batch, weights: torch.Tensor, gen_state: torch.Tensor):
+        """One agent's step (:meth:`satseq.update.loop.AgentSteps.update_agent`) with the run
+        generator's state; returns the step's result, log-ratios and metrics, and the advanced state."""
         self.gen.set_state(gen_state)
-        res, seq_lr, metrics = self.updater._update_agent(name, batch, c)
-        return res, seq_lr, metrics, self.gen.get_state()
+        res, out, metrics = self.updater.update_agent(name, batch, weights)
+        return res, out, metrics, self.gen.get_state()
 
     def update(self, stage: int, episodes, gen_state: torch.Tensor):
         """The whole updater's stage (``whole``); returns its metrics and the advanced generator state."""

@@ -1,11 +1,11 @@
 """``trainer.backend=ray``: the run's runtime with its agents in Ray actors (docs/scale.md).
 
 ``build_ray_runtime(cfg, method)`` returns the same :class:`~satseq.runtime.Runtime` a local run gets,
-so :mod:`satseq.loop` runs unchanged, with three stand-ins: a
-:class:`~satseq.scale.ray_pool.RemotePool` for the agent pool, a
-:class:`~satseq.scale.ray_pool.RayEngine` for the rollout engine, and a :class:`RayBackend` that
-gives the loop the method's updater in its Ray form (:mod:`satseq.scale.ray_updaters`) and, with
-``trainer.pipeline_micro_batches > 1``, the pipelined workflow (:mod:`satseq.scale.pipeline`).
+so :mod:`satseq.loop` runs unchanged, with two stand-ins: a
+:class:`~satseq.scale.ray_pool.RemotePool` for the agent pool and a
+:class:`~satseq.scale.ray_pool.RayEngine` for the rollout engine; and what run_info.json records
+of the cluster. The strategy (:mod:`satseq.scale.ray_strategy`) gives the loop the method's updater in
+its Ray form (:mod:`satseq.scale.ray_updaters`) and the pipelined workflow.
 
 Steps: check the method is supported; load the problems (in the driver: rewards are graded here);
 start or join the cluster and check it can hold ``trainer.placement``
@@ -22,42 +22,6 @@ import satseq.errors as errors
 from satseq.errors import ConfigError
 from satseq.models.warm_start import EMBEDDED
 from satseq.runtime import Runtime
-
-class RayBackend:
-    """What the loop asks of the backend: the workflow, the updater, cleanup (kills the actors)."""
-
-    def __init__(self, cfg, pool, info: dict):
-        self.cfg, self.pool, self.info = cfg, pool, info
-
-    def workflow(self, workflow):
-        m = self.cfg.trainer.pipeline_micro_batches
-        if m <= 1:
-            return workflow
-        from satseq.scale.pipeline import PipelinedWorkflow
-
-        return PipelinedWorkflow(workflow, m)
-
-    def updater(self, method, cfg, rt, generator, prepared):
-        if method.ray_updater == "per_agent":
-            from satseq.scale.ray_updaters import RayStageCoordinator
-
-            return method.build_updater(cfg, rt, generator, {**prepared, "coordinator_cls": RayStageCoordinator})
-        from satseq.scale.ray_updaters import RemoteUpdater
-
-        return RemoteUpdater(self.pool.host(self.pool.names[0]), generator)
-
-    def close(self) -> None:
-        import ray
-
-        for a in self.pool.actors():
-            ray.kill(a)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 def _started(ray, actors) -> list[dict]:
     """Each actor's ``describe()``; an actor that failed to start (a bad path, no CUDA where it was
@@ -111,7 +75,7 @@ def _resolved(cfg, spec, method, console):
     return cfg.model_copy(update={"model": model}), paths
 
 
-def build_ray_runtime(cfg, method, console=print) -> Runtime:
+def build_ray_runtime(cfg, method, console=print) -> tuple[Runtime, dict]:
     if method.ray_updater is None:
         from satseq.registry import method_names, get_method
 
@@ -121,7 +85,7 @@ def build_ray_runtime(cfg, method, console=print) -> Runtime:
     from satseq.distributed import import_ray, start_ray
     from satseq.data.context import check_prompt_lengths, context_length_of
     from satseq.rewards.grade import set_grading_timeout
-    from satseq.runtime import _check_prompts_before_the_warm_start, check_agent_paths, load_datasets
+    from satseq.runtime import _check_prompts_before_the_warm_start, agent_path_keys, check_agent_paths, load_datasets
     from satseq.rollout.types import SamplingParams
     from satseq.scale.ray_actor import AgentHost
     from satseq.scale.ray_pool import RayEngine, RemotePool
@@ -134,7 +98,7 @@ def build_ray_runtime(cfg, method, console=print) -> Runtime:
     train_set, eval_set = load_datasets(cfg, method)
     spec = method.agents(cfg)
     _check_prompts_before_the_warm_start(cfg, spec, method, (train_set, eval_set))
-    path_keys = spec.path_keys or [f"sat_seq.agents[{i}].path" for i in range(len(spec.names))]
+    path_keys = spec.path_keys or agent_path_keys(spec.names)
     check_agent_paths(cfg, spec.names, spec.paths, path_keys)
     placement = placement_of(cfg, spec.names)
     info = start_ray(cfg.trainer.ray_address, placement, console)
@@ -162,6 +126,5 @@ def build_ray_runtime(cfg, method, console=print) -> Runtime:
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                               top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop))
     rt = Runtime(cfg, "cpu", pool, pool.tokenizer, fmt, RayEngine(pool), sampling, train_set, eval_set)
-    rt.backend = RayBackend(cfg, pool, info)
     console(f"[satseq] backend=ray: {len(actors)} actor(s) for agents {', '.join(spec.names)}")
-    return rt
+    return rt, info

@@ -1,22 +1,20 @@
 """Updaters of a ``trainer.backend=ray`` run: the driver keeps the control flow, actors do the math.
 
-* SAT-Seq: :class:`RayStageCoordinator` is the local
-  :class:`~satseq.methods.sat_seq.stage_coordinator.StageCoordinator` (advantages, agent order,
-  truncated-IS weights ``c = min(1, exp(Σ_{j updated} log π^j_new/π^j_cur))`` from the agents
-  already updated, certificate, metrics) whose per-agent step ``_update_agent`` runs in the actor
-  hosting the agent, on that actor's own coordinator (its optimizer, β, quantile-KL check with
-  backtracking, π_cur snapshot). The episodes' turn batch and ``c`` go out, the sequence
-  log-ratios and metrics come back; agents are updated one after another, as block-coordinate
-  ascent requires.
-* One-agent methods (GRPO): :class:`RemoteUpdater` runs the method's whole updater in the actor.
+* ``ray_updater = "per_agent"`` (block-coordinate methods such as SAT-Seq): the method's own updater
+  runs in the driver (advantages, agent order, the importance weights of the agents already updated,
+  certificate, metrics), and each per-agent step runs in the actor hosting the agent, on the updater
+  that actor built for its agents (its optimizer, β, trust-region check, π_cur snapshot) through the
+  public contract :class:`satseq.update.loop.AgentSteps`: :class:`RemoteAgentSteps` sends the turn
+  batch and the weights out, and the step's result comes back. Agents are updated one after another,
+  as block-coordinate ascent requires.
+* ``ray_updater = "whole"`` (one-agent methods such as GRPO): :class:`RemoteUpdater` runs the
+  method's whole updater in the actor.
 
 Both pass the run generator's state out and take it back (mini-batch shuffles), so the numbers
-drawn are a local run's. ``state_dict`` has the local format (β's, optimizer states per agent), plus
-each actor's torch RNG state, so a checkpoint resumes under either backend.
+drawn are a local run's. State dicts have the local format (per-agent entries from the actor that
+hosts each agent), plus each actor's torch RNG state, so a checkpoint resumes under either backend.
 """
 from __future__ import annotations
-
-from satseq.methods.sat_seq.stage_coordinator import StageCoordinator
 
 ACTOR_RNG = "ray_actor_rng"
 
@@ -27,37 +25,38 @@ def _ray():
     return ray
 
 
-class RayStageCoordinator(StageCoordinator):
-    """SAT-Seq's coordinator in the driver; ``pool`` is a :class:`~satseq.scale.ray_pool.RemotePool`."""
+class RemoteAgentSteps:
+    """:class:`satseq.update.loop.AgentSteps` in the actors of a :class:`~satseq.scale.ray_pool.RemotePool`:
+    each actor builds the method's per-agent updater for the agents it hosts
+    (:meth:`satseq.methods.base.Method.build_agent_updater`)."""
 
-    def __init__(self, cfg, pool, generator, device: str = "cpu", certificate=None):
-        super().__init__(cfg, pool, generator, device, certificate=certificate)
+    def __init__(self, pool, generator):
+        self.pool, self.gen = pool, generator
         self.actors = pool.actors()
-        _ray().get([a.build_updater.remote("stage_coordinator") for a in self.actors])
+        _ray().get([a.build_updater.remote("per_agent") for a in self.actors])
 
-    def _make_optimizers(self) -> dict:
-        return {}  # each lives in the actor hosting its agent
-
-    def _update_agent(self, name: str, batch, c):
-        ray = _ray()
-        res, seq_lr, metrics, state = ray.get(self.pool.host(name).update_agent.remote(name, batch, c,
+    def update_agent(self, name: str, batch, weights):
+        res, out, metrics, state = _ray().get(self.pool.host(name).update_agent.remote(name, batch, weights,
                                                                                      self.gen.get_state()))
         self.gen.set_state(state)
-        self.betas[name] = res.beta
-        return res, seq_lr, metrics
+        return res, out, metrics
 
-    def state_dict(self) -> dict:
+    def _hosted(self, actor) -> set:
+        return {n for n in self.pool.names if self.pool.hosts.get(n) is actor}
+
+    def state_dict(self, driver_state: dict) -> dict:
+        """The driver updater's ``driver_state`` with each per-agent entry (a dict keyed by agent name:
+        β's, optimizer states) taken from the actor hosting that agent, and every actor's torch RNG."""
         states = _ray().get([a.updater_state.remote() for a in self.actors])
-        betas, optimizers = dict(self.betas), {}
+        merged = dict(driver_state)
         for actor, st in zip(self.actors, states):
-            hosted = [n for n in self.agents if self.pool.hosts.get(n) is actor]
-            betas.update({n: st["updater"]["betas"][n] for n in hosted})
-            optimizers.update(st["updater"]["optimizers"])
-        return {"betas": betas, "optimizers": optimizers, "certificate_start": self.cert_start,
-                ACTOR_RNG: [st["torch_rng"] for st in states]}
+            hosted = self._hosted(actor)
+            for key, value in st["updater"].items():
+                if isinstance(value, dict) and hosted & set(value):
+                    merged[key] = {**merged.get(key, {}), **{n: v for n, v in value.items() if n in hosted}}
+        return {**merged, ACTOR_RNG: [st["torch_rng"] for st in states]}
 
     def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)  # β's and the certificate's start in the driver
         rngs = state.get(ACTOR_RNG)
         rngs = rngs if rngs is not None and len(rngs) == len(self.actors) else [None] * len(self.actors)
         _ray().get([a.load_updater_state.remote(state, rng) for a, rng in zip(self.actors, rngs)])

@@ -12,7 +12,7 @@ import torch
 
 from satseq.rollout.logprobs import response_logprobs
 from satseq.records import Episode
-from satseq.scale import ddp, fsdp
+from satseq.strategy import current as current_strategy
 
 
 @dataclass
@@ -53,61 +53,17 @@ def turns_of(episodes: list[Episode], agent: str, advantages: torch.Tensor | Non
 
 def batch_logprobs(model, batch: TurnBatch, pad_id: int, *, temperature: float, device, chunk: int = 64,
                    need_logits: bool = False, grad: bool = False):
-    """Log-probs ``[B, R]`` (and full-vocab log-softmax if asked), computed in chunks without grad.
+    """Log-probs ``[B, R]`` (and full-vocab log-softmax if asked), computed in chunks, with grad if asked.
 
-    Data-parallel (torchrun, :mod:`satseq.scale.ddp`): each rank computes its own rows and every rank
-    gets the whole batch back, its own rows still carrying their graph when ``grad``; every rank must
-    call it on the same batch."""
-    if ddp.is_distributed() and fsdp.is_sharded(model):
-        return _sharded_logprobs(model, batch, pad_id, temperature=temperature, device=device, chunk=chunk,
-                                 need_logits=need_logits, grad=grad)
-    if ddp.is_distributed():
-        keys = batch.prompts  # a group's rows on one rank: their prompt runs once there
-        own = batch.select(torch.tensor(ddp.owned_rows(len(batch), keys), dtype=torch.long))
-        if len(own):
-            out = _batch_logprobs(model, own, pad_id, temperature=temperature, device=device, chunk=chunk,
-                                  need_logits=need_logits, grad=grad)
-        else:  # fewer rows than ranks: this rank has none (the shapes only need the right rank and dtype)
-            out = (torch.zeros((0, 0), device=device), torch.zeros((0, 0), dtype=torch.long, device=device),
-                   torch.zeros((0, 0, 0), device=device))[: 3 if need_logits else 2]
-        return tuple(ddp.share_rows(x, len(batch), keys) for x in out)
-    return _batch_logprobs(model, batch, pad_id, temperature=temperature, device=device, chunk=chunk,
-                           need_logits=need_logits, grad=grad)
+    The rows are split over the run's workers by its strategy (:meth:`satseq.strategy.Strategy.logprobs`:
+    under torchrun each rank computes its own rows and every rank gets the whole batch back, its own
+    rows still carrying their graph when ``grad``); every worker must call it on the same batch."""
+    def compute(rows: TurnBatch, size: int):
+        return _batch_logprobs(model, rows, pad_id, temperature=temperature, device=device, chunk=size,
+                               need_logits=need_logits, grad=grad)
 
-
-def _sharded_logprobs(model, batch: TurnBatch, pad_id: int, *, temperature: float, device, chunk: int,
-                      need_logits: bool, grad: bool):
-    """:func:`batch_logprobs` for an FSDP2-sharded model (:mod:`satseq.scale.fsdp`): each forward
-    all-gathers the layers' shards, so every rank runs the same number of forwards — its rows in as many
-    chunks as the rank with the most rows needs, a one-token forward for each chunk it has no row for,
-    whose zero-weighted output joins the result so the backward (and its reduce-scatter) runs on every rank."""
-    keys = batch.prompts
-    blocks = ddp.rank_rows(len(batch), keys)
-    mine = blocks[ddp.rank()]
-    n_chunks = fsdp.chunks_per_rank(blocks, chunk)
-    size = max(1, -(-len(mine) // n_chunks))
-    parts, zero = [], None
-    for c in range(n_chunks):
-        rows = mine[c * size:(c + 1) * size]
-        if rows:
-            parts.append(_batch_logprobs(model, batch.select(torch.tensor(rows, dtype=torch.long)), pad_id,
-                                         temperature=temperature, device=device, chunk=len(rows),
-                                         need_logits=need_logits, grad=grad))
-        else:
-            z = fsdp.dummy_forward(model, pad_id, device, grad)
-            zero = z if zero is None else zero + z
-    if parts:
-        width = max(p[0].shape[1] for p in parts)
-        out = [torch.cat([torch.nn.functional.pad(p[i], (0, width - p[i].shape[1]) if i < 2 else
-                                                  (0, 0, 0, width - p[i].shape[1])) for p in parts])
-               for i in range(len(parts[0]))]
-    else:
-        out = [torch.zeros((0, 0), device=device), torch.zeros((0, 0), dtype=torch.long, device=device),
-               torch.zeros((0, 0, 0), device=device)][: 3 if need_logits else 2]
-    full = [ddp.share_rows(x, len(batch), keys) for x in out]
-    if zero is not None and grad:
-        full = [x + zero if x.is_floating_point() else x for x in full]
-    return tuple(full)
+    return current_strategy().logprobs(model, batch, compute, chunk=chunk, pad_id=pad_id, device=device, grad=grad,
+                                       need_logits=need_logits)
 
 
 def _batch_logprobs(model, batch: TurnBatch, pad_id: int, *, temperature: float, device, chunk: int,

@@ -19,7 +19,7 @@ from typing import Iterator, Protocol
 
 import torch
 
-from satseq.scale import ddp, fsdp
+from satseq.strategy import current as current_strategy
 from satseq.update.batch import TurnBatch, batch_logprobs, minibatch_indices
 
 
@@ -27,6 +27,20 @@ class Updater(Protocol):
     def update(self, stage: int, episodes: list) -> dict: ...
 
     def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class AgentSteps(Protocol):
+    """Where a block-coordinate updater's per-agent steps run, when not in its own process: the
+    updater takes it as ``rt.agent_steps`` (``trainer.backend=ray``: each step in the actor hosting the
+    agent, :mod:`satseq.scale.ray_updaters`), holds no optimizer, and calls :meth:`update_agent` where
+    it would call its own public ``update_agent(name, batch, weights)``; its state dict passes through
+    :meth:`state_dict` (which fills in each agent's entries from where the agent is trained)."""
+
+    def update_agent(self, name: str, batch: TurnBatch, weights: torch.Tensor) -> tuple: ...
+
+    def state_dict(self, updater_state: dict) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
 
@@ -85,22 +99,11 @@ def minibatches(batch: TurnBatch, epochs: int, size: int,
 
 
 def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor, params, grad_clip: float) -> float:
-    """zero_grad → backward → (data-parallel: sum the gradients over ranks) → clip the global grad norm
-    (if ``grad_clip > 0``) → step; returns the loss. Sharded parameters (``trainer.strategy=fsdp2``):
-    FSDP2 reduce-scatters the gradients in the backward, and the norm is over all shards."""
+    """zero_grad → backward, the gradients reduced over the run's workers and the global grad norm
+    clipped (if ``grad_clip > 0``: :meth:`satseq.strategy.Strategy.backward`) → step; returns the loss."""
     params = list(params)
     opt.zero_grad(set_to_none=True)
-    if fsdp.has_dtensors(params):
-        (loss * fsdp.backward_scale()).backward()  # FSDP2 averages over ranks; × N: the sum (satseq.scale.fsdp)
-        if grad_clip > 0:
-            fsdp.clip_grad_norm(params, grad_clip)
-        opt.step()
-        return float(loss.detach())
-    if loss.requires_grad or not ddp.is_distributed():  # data-parallel: a rank may hold no row of it
-        loss.backward()
-    ddp.all_reduce_grads(params)  # Σ over ranks (satseq.scale.ddp); nothing on one process
-    if grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    current_strategy().backward(loss, params, grad_clip)
     opt.step()
     return float(loss.detach())
 

@@ -49,7 +49,8 @@ _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
 class StageCoordinator:
     """Owns the per-agent optimizers and β's; ``update(stage, episodes)`` runs one stage's updates."""
 
-    def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu", certificate=None):
+    def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu", certificate=None,
+                 agent_steps=None):
         """``certificate``: a :class:`~satseq.methods.sat_seq.monitor.certificate_batch.CertificateBatch`
         (None = no certificate)."""
         self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
@@ -65,6 +66,7 @@ class StageCoordinator:
                                                max_backtracks=s.max_backtracks, alpha=s.backtrack_alpha,
                                                statistic=kc.statistic, on_fail=kc.on_fail, check=kc.check)
         self.betas = {n: kc.kl_coef for n in self.agents}
+        self.agent_steps = agent_steps  # where update_agent runs: None = here (trainer.backend=ray: the actors)
         self.optimizers = self._make_optimizers()
         self.loss_fn = get_loss(s.policy_loss)
         self.temperature = policy_temperature(cfg)
@@ -73,7 +75,9 @@ class StageCoordinator:
 
     def _make_optimizers(self) -> dict:
         """One optimizer per trainable agent this pool holds (a Ray actor holds only its own agents;
-        the Ray driver's coordinator, :mod:`satseq.scale.ray_updaters`, holds none)."""
+        a coordinator whose steps run elsewhere, ``agent_steps``, holds none)."""
+        if self.agent_steps is not None:
+            return {}
         return {n: make_optimizer(self.pool, n, self.cfg.sat_seq.lr, self.cfg) for n in self.agents
                 if n in self.trainable and n in self.pool.names}
 
@@ -99,7 +103,7 @@ class StageCoordinator:
                 if updated_log_ratios and s.importance_weight else torch.ones(E)
             batch = turns_of(episodes, name, adv.normalized)
             t0 = time.perf_counter()
-            res, seq_lr, m = self._update_agent(name, batch, c[batch.episode])
+            res, seq_lr, m = self._agent_step(name, batch, c[batch.episode])
             metrics[f"time/kl_check_{name}"] = m.pop("time_kl_check")  # part of time/update_<agent>
             metrics.update({f"{name}/{key}": v for key, v in m.items()})
             metrics[f"time/update_{name}"] = time.perf_counter() - t0
@@ -111,7 +115,20 @@ class StageCoordinator:
         return metrics
 
     # ------------------------------------------------------------------ one agent
-    def _update_agent(self, name: str, batch, c: torch.Tensor):
+    def _agent_step(self, name: str, batch, c: torch.Tensor):
+        """:meth:`update_agent` here, or where ``agent_steps`` runs it (trainer.backend=ray: the actor
+        hosting the agent, whose β comes back with the result)."""
+        if self.agent_steps is None:
+            return self.update_agent(name, batch, c)
+        res, seq_lr, m = self.agent_steps.update_agent(name, batch, c)
+        self.betas[name] = res.beta
+        return res, seq_lr, m
+
+    def update_agent(self, name: str, batch, c: torch.Tensor):
+        """One agent's block-coordinate step (the public per-agent contract,
+        :class:`satseq.update.loop.AgentSteps`): the proposal on its turns weighted by ``c``, the
+        quantile-KL check with backtracking; returns the controller's result, the turns' sequence
+        log-ratios log π_new/π_cur and the agent's metrics."""
         s = self.cfg.sat_seq
         model = self.pool.module(name)
         opt = self.optimizers[name]
@@ -193,8 +210,9 @@ class StageCoordinator:
 
     # ------------------------------------------------------------------ resume
     def state_dict(self) -> dict:
-        return {"betas": dict(self.betas), "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()},
-                "certificate_start": self.cert_start}
+        state = {"betas": dict(self.betas), "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()},
+                 "certificate_start": self.cert_start}
+        return state if self.agent_steps is None else self.agent_steps.state_dict(state)
 
     def load_state_dict(self, state: dict) -> None:
         self.betas.update(state["betas"])
@@ -202,3 +220,5 @@ class StageCoordinator:
         self.cert_start_known = "certificate_start" in state  # older states: no warm-start bound to compare
         for n, o in self.optimizers.items():
             o.load_state_dict(state["optimizers"][n])
+        if self.agent_steps is not None:
+            self.agent_steps.load_state_dict(state)

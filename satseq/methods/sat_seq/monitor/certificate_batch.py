@@ -16,8 +16,7 @@ from __future__ import annotations
 import torch
 
 from satseq.methods.sat_seq.monitor.certificate import bound
-from satseq.scale import ddp
-from satseq.scale.ddp_rollout import rollout as dp_rollout
+from satseq.strategy import current as current_strategy
 
 
 class CertificateBatch:
@@ -41,8 +40,9 @@ class CertificateBatch:
         problems = [self.pool[i] for i in idx]
         # data parallel (torchrun): each rank rolls out and scores its block of prompts; the per-prompt
         # sums are then added over ranks (a prompt's episodes are all on one rank)
-        episodes = dp_rollout(self.workflow, problems, self.rt.pool, self.rt.engine, group_size=self.samples,
-                              generator=gen, gather=False)
+        strategy = current_strategy()
+        episodes = strategy.rollout(self.workflow, problems, self.rt.pool, self.rt.engine, group_size=self.samples,
+                                    generator=gen, gather=False)
         self.assign(episodes)
         vote = [0.0] * len(problems)
         reward = [0.0] * len(problems)
@@ -51,7 +51,7 @@ class CertificateBatch:
             vote[ep.group] += float(ep.prediction_correct) / self.samples
             total = sum(t.reward for t in ep.turns)
             reward[ep.group] += min(max(total / r_max, 0.0), 1.0) / self.samples
-        return ddp.all_reduce_sum(vote), ddp.all_reduce_sum(reward)
+        return strategy.all_reduce_sum(vote), strategy.all_reduce_sum(reward)
 
     def certify(self, stage: int) -> dict[str, dict]:
         """Per score (``vote``, and ``reward`` when its range is known): the batch mean, the lower
