@@ -72,6 +72,16 @@ def get_method(name: str):
         raise ConfigError(f"config key 'method': unknown method '{name}' (known: {', '.join(sorted(METHODS))})") from None
 
 
+def default_method():
+    """The method ``method`` defaults to: the one whose class sets ``is_default = True`` itself (not
+    inherited), or None."""
+    discover()
+    for m in METHODS.values():
+        if vars(type(m)).get("is_default", False):
+            return m
+    return None
+
+
 def method_for_workflow(workflow: str):
     """The built-in method that trains with ``workflow`` (e.g. ``coach`` -> MLMT): its embedded task,
     warm start and prompt format are what a single model evaluated in that workflow uses."""

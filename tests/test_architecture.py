@@ -165,3 +165,63 @@ def test_design_table_matches_the_code():
             continue
         unlisted.append(rel)
     assert not unlisted, f"modules missing from docs/design.md's layout table: {sorted(unlisted)}"
+
+
+# ------------------------------------------------------------------ a method is one folder
+METHOD_DIRS = sorted(p.parent.name for p in (PKG / "methods").glob("*/method.py"))
+# A method built on another one imports it (a baseline that is SAT-Seq's relay with another update,
+# PAG's A*-PO update, the PAG/A*-PO/GRPO dashboard layout). Listed, so that a new edge is a choice.
+METHOD_ON_METHOD = {("grpo", "pag"), ("pag", "apo"), ("shared_policy", "simultaneous"), ("simultaneous", "sat_seq")}
+
+
+def _method_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["satseq", "methods"] and parts[2] in METHOD_DIRS else None
+
+
+def test_only_a_method_imports_its_own_package():
+    """No module outside ``satseq/methods/<name>/`` imports ``satseq.methods.<name>`` (the registry
+    finds the methods through ``importlib``, which is not an edge); a method imports another only
+    along the listed edges."""
+    assert {"sat_seq", "grpo", "apo", "pag", "mlmt"} <= set(METHOD_DIRS)
+    bad = []
+    for mod, deps in import_graph().items():
+        for d in deps:
+            target, own = _method_of(d), _method_of(mod)
+            if target is None or target == own:
+                continue
+            if own is None or (own, target) not in METHOD_ON_METHOD:
+                bad.append(f"{mod} -> {d}")
+    assert not bad, f"modules importing a method's package from outside it: {sorted(bad)}"
+
+
+def test_the_registry_finds_methods_without_importing_them():
+    g = import_graph()
+    assert not [d for d in g["satseq.registry"] if _method_of(d)]
+    assert "importlib.import_module" in (PKG / "registry.py").read_text(encoding="utf-8")
+
+
+def test_the_config_schema_names_no_method():
+    """``satseq/config/schema.py`` imports no method, and no name, string or attribute in its code is a
+    method's name or a method's config section: the sections are mounted through the registry."""
+    from satseq.config.schema import method_sections
+    from satseq.registry import method_names
+
+    names = set(method_names()) | {key for key, *_ in method_sections()} | set(METHOD_DIRS)
+    tree = ast.parse((PKG / "config" / "schema.py").read_text(encoding="utf-8"))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
+                  and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            hits += [f"import {m}" for m in mods if m.startswith("satseq.methods")]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            hits += [f"{node.lineno}: {node.value!r}" for n in names if node.value == n]
+        elif isinstance(node, ast.Attribute) and node.attr in names:
+            hits.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in names:
+            hits.append(f"{node.lineno}: {node.id}")
+    assert not hits, f"satseq/config/schema.py names methods: {hits}"
+    assert not [d for d in import_graph()["satseq.config.schema"] if d.startswith("satseq.methods")]

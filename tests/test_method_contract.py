@@ -2,8 +2,9 @@
 after a SIGKILL in the middle of a stage, is evaluated by ``satseq eval`` and plotted by
 ``satseq plot`` — through the real CLI, in subprocesses.
 
-A toy REINFORCE is defined and registered in this file and nowhere else; it passes the same
-contract, which is the proof that adding a method needs no edit outside the method's own code.
+A toy REINFORCE is defined and registered in this file and nowhere else, with its own config
+section (``toy.*``, set on the command line and read by its updater); it passes the same contract,
+which is the proof that adding a method needs no edit outside the method's own code.
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from pathlib import Path
 import pytest
 import warm_cli
 import torch
+from pydantic import Field
 
+from satseq.config.section import Section
 from satseq.methods.base import Method
 from satseq.registry import method_names, register_method
 from satseq.update.batch import batch_logprobs, turns_of
@@ -31,7 +34,8 @@ class ReinforceUpdater:
     def __init__(self, cfg, rt, generator):
         self.pool, self.device = rt.pool, rt.device
         self.agent = rt.pool.names[0]
-        self.opt = make_optimizer(rt.pool, self.agent, cfg.grpo.lr, cfg)
+        self.lr = cfg.toy.lr  # its own section
+        self.opt = make_optimizer(rt.pool, self.agent, self.lr, cfg)
         self.temperature, self.grad_clip = policy_temperature(cfg), cfg.trainer.grad_clip
 
     def update(self, stage, episodes):
@@ -44,7 +48,7 @@ class ReinforceUpdater:
                                       device=self.device, grad=True, chunk=len(batch))
             loss = -(batch.advantages[:, None] * lp * mask).sum() / mask.sum().clamp(min=1)
             value = optimizer_step(self.opt, loss, self.pool.parameters(self.agent), self.grad_clip)
-        return {f"{self.agent}/loss": value}
+        return {f"{self.agent}/loss": value, "toy/lr": self.lr}
 
     def state_dict(self):
         return {"optimizer": self.opt.state_dict()}
@@ -53,10 +57,17 @@ class ReinforceUpdater:
         self.opt.load_state_dict(state["optimizer"])
 
 
+class ToyConfig(Section):
+    """``toy``: the toy REINFORCE's settings."""
+
+    lr: float = Field(1e-3, gt=0.0, description="learning rate (AdamW)")
+
+
 @register_method
 class ToyReinforce(Method):
     name = "toy_reinforce"
     title = "REINFORCE (toy)"
+    config_section = ("toy", ToyConfig)
 
     def build_updater(self, cfg, rt, generator, prepared):
         return ReinforceUpdater(cfg, rt, generator)
@@ -66,7 +77,8 @@ class ToyReinforce(Method):
 FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2", "rollout.max_new_tokens=6",
         "data.train_size=8", "data.eval_size=4", "threads=1", "trainer.tensorboard=false",
         "trainer.progress=false", "trainer.num_stages=2", "trainer.eval_every=2", "grpo.lr=1e-3", "sat_seq.lr=1e-3"]
-SPEED = {"apo": ["apo.n_samples=2"]}  # settings that only make a method fast enough for a test
+SPEED = {"apo": ["apo.n_samples=2"],  # settings that only make a method fast enough for a test
+         "toy_reinforce": ["toy.lr=2e-3"]}  # the toy's own section, set on the command line
 # Runs this file in the child so that the toy method above is registered there too.
 DRIVER = ("import importlib.util, os, sys; sys.path.insert(0, os.path.dirname(sys.argv[1])); "
           "s = importlib.util.spec_from_file_location('contract', sys.argv[1]); "
@@ -104,6 +116,48 @@ def test_the_toy_method_is_registered_from_this_file_alone():
     assert {"sat_seq", "grpo", "apo", "pag", "mlmt"} <= set(method_names())
 
 
+def test_the_toy_section_is_mounted_from_this_file_alone(tmp_path):
+    from satseq.config import TrainConfig, load_config, save_config
+    from satseq.config.docs import render_markdown
+    from satseq.errors import ConfigError
+
+    cfg = load_config(None, ["method=toy_reinforce", "toy.lr=0.5"])
+    assert cfg.toy.lr == 0.5 and TrainConfig().toy.lr == 1e-3
+    save_config(cfg, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == cfg
+    with pytest.raises(ConfigError, match=r"^unknown config key 'toy.lrr' \(from override 'toy.lrr=1'\); "
+                                          r"did you mean 'toy.lr'\?$"):
+        load_config(None, ["method=toy_reinforce", "toy.lrr=1"])
+    with pytest.raises(ConfigError, match=r"^config key 'toy.lr': Input should be greater than 0"):
+        load_config(None, ["toy.lr=0"])
+    assert "`toy.lr`" not in render_markdown()  # docs/configuration.md lists satseq's own methods
+
+
+def test_every_method_runs_the_base_checks():
+    """A key only one method reads (GRPO's presets and DAPO parts), set for another method, is an
+    error for every method, those with their own checks included; an estimator of the wrong kind too."""
+    from satseq.config import load_config
+    from satseq.errors import ConfigError
+
+    for method in method_names():
+        for key in ("grpo.dynamic_sampling=true", "grpo.loss=dapo", "grpo.overlong_buffer=4"):
+            if method == "grpo":
+                load_config(None, [f"method={method}", key])
+                continue
+            with pytest.raises(ConfigError, match=rf"^config key '{key.split('=')[0]}': only method=grpo reads it "
+                                                  rf"\(method={method}\)$"):
+                load_config(None, [f"method={method}", key])
+        with pytest.raises(ConfigError, match=r"^config key 'grpo.adv_estimator': 'seqaware' is a turn advantage "
+                                              r"estimator, this key takes an outcome one \(known: .*grpo"):
+            load_config(None, [f"method={method}", "grpo.adv_estimator=seqaware"])
+    with pytest.raises(TypeError, match="override check"):
+        class _Bad(Method):  # noqa: F841
+            name = "bad"
+
+            def validate(self, cfg):
+                pass
+
+
 @pytest.mark.parametrize("method", method_names())
 def test_method_contract(method, tiny_dir, tmp_path):
     args = ["train", f"model.path={tiny_dir}", f"method={method}", *FAST, *SPEED.get(method, []),
@@ -116,6 +170,8 @@ def test_method_contract(method, tiny_dir, tmp_path):
     assert resumed.returncode == 0 and "resuming" in resumed.stdout + resumed.stderr, resumed.stderr[-2000:]
     a, b = tmp_path / "whole", tmp_path / "resumed"
     assert len(_rows(a)) == 2 and _rows(a) == _rows(b)
+    if method == "toy_reinforce":  # its section's key, from the command line, reached its updater
+        assert all(r["toy/lr"] == 2e-3 for r in _rows(a))
     wa, wb = _weights(a), _weights(b)
     assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 

@@ -12,7 +12,11 @@ Configs name them (``grpo.adv_estimator``, ``grpo.policy_loss``, ``sat_seq.polic
 ``apo.loss``), the config loader checks the names (:func:`check_name`), and updaters look them up
 with :func:`get_adv` / :func:`get_loss`; an unknown name is a one-line
 :class:`~satseq.errors.ConfigError` that lists the known names. A loss has a kind:
-``clipped_pg`` (the one signature of :mod:`satseq.algos.losses`) or ``regression`` (A*-PO's).
+``clipped_pg`` (the one signature of :mod:`satseq.algos.losses`) or ``regression`` (A*-PO's). An
+advantage estimator has a kind too: ``outcome`` (one reward per episode ``[E]`` and its group ids ->
+advantages ``[E]``: grpo, dr_grpo, rloo, reinforce_pp) or ``turn`` (per-turn rewards ``[E, K]`` ->
+per-turn advantages: SAT-Seq's seqaware); a config key naming an estimator of the wrong kind is a
+load-time error naming the key.
 
 Importing :mod:`satseq.algos` (the package, which re-exports the lookups) registers the generic entries (``grpo``, ``dr_grpo``, ``rloo``,
 ``reinforce_pp``, ``ppo``, ``gspo``); a method registers its own formulas in its own package (SAT-Seq's ``seqaware`` and
@@ -29,6 +33,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 ADV_ESTIMATORS: dict[str, Callable[..., Any]] = {}
 POLICY_LOSSES: dict[str, Callable[..., Any]] = {}
 LOSS_KINDS: dict[str, str] = {}
+ADV_KINDS: dict[str, str] = {}
 
 
 def _register(table: dict[str, Callable[..., Any]], kind: str, name: str) -> Callable[[F], F]:
@@ -42,9 +47,14 @@ def _register(table: dict[str, Callable[..., Any]], kind: str, name: str) -> Cal
     return deco
 
 
-def register_adv(name: str) -> Callable[[F], F]:
-    """Decorator: register an advantage estimator under ``name``."""
+def register_adv(name: str, kind: str = "outcome") -> Callable[[F], F]:
+    """Decorator: register an advantage estimator under ``name`` (``kind``: outcome or turn)."""
+    ADV_KINDS[name] = kind
     return _register(ADV_ESTIMATORS, "advantage estimator", name)
+
+
+def adv_names(kind: str | None = None) -> list[str]:
+    return sorted(n for n in ADV_ESTIMATORS if kind is None or ADV_KINDS.get(n, "outcome") == kind)
 
 
 def register_loss(name: str, kind: str = "clipped_pg") -> Callable[[F], F]:
@@ -57,10 +67,14 @@ def loss_names(kind: str | None = None) -> list[str]:
     return sorted(n for n in POLICY_LOSSES if kind is None or LOSS_KINDS.get(n) == kind)
 
 
-def check_name(key: str, name: str, *, kind: str) -> None:
+def check_name(key: str, name: str, *, kind: str, of: str | None = None) -> None:
     """Config-load check: ``name`` (the value of config key ``key``) is a registered advantage
-    estimator (``kind="adv"``) or loss of that kind; else a one-line ConfigError listing them."""
-    known = sorted(ADV_ESTIMATORS) if kind == "adv" else loss_names(kind)
+    estimator (``kind="adv"``; of kind ``of`` when given: outcome or turn) or loss of that kind; else
+    a one-line ConfigError listing them."""
+    if kind == "adv" and of is not None and name in ADV_ESTIMATORS and ADV_KINDS.get(name, "outcome") != of:
+        raise ConfigError(f"config key '{key}': '{name}' is a {ADV_KINDS[name]} advantage estimator, this key takes "
+                          f"an {of} one (known: {', '.join(adv_names(of))})")
+    known = adv_names(of) if kind == "adv" else loss_names(kind)
     if name not in known:
         what = "advantage estimator" if kind == "adv" else f"{kind} policy loss"
         raise ConfigError(f"config key '{key}': unknown {what} '{name}' (known: {', '.join(known)})")

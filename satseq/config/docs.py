@@ -8,7 +8,7 @@ import json
 
 from pydantic import BaseModel
 
-from satseq.config.schema import TrainConfig
+from satseq.config.schema import train_config_model
 
 
 def _type_name(annotation) -> str:
@@ -60,9 +60,10 @@ def render_markdown() -> str:
            "Every key of a `satseq train` config: a YAML file plus `key.sub=value` overrides on the command",
            "line (`sat_seq.agents.0.path=/models/x` indexes lists). Unknown or ill-typed keys are rejected",
            "before anything runs, with a one-line error naming the key. This page is generated from",
-           "`satseq/config/schema.py` by `python -m satseq.config.docs`.", "",
+           "`satseq/config/schema.py` (the common sections) and each method's section",
+           "(`satseq/methods/<name>/config.py`, mounted by the method) by `python -m satseq.config.docs`.", "",
            "| key | type | default | meaning |", "|---|---|---|---|"]
-    for key, typ, default, desc in _rows(TrainConfig):
+    for key, typ, default, desc in _rows(train_config_model(builtin_only=True)):
         out.append(f"| `{key}` | {typ.replace('|', '∣')} | `{default}` | {desc.replace('|', '∣')} |")
     return "\n".join(out) + "\n" + INPUT_RULES
 

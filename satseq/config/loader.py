@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional, Sequence
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from satseq.config.schema import TrainConfig
+from satseq.config.schema import TrainConfig, train_config_model
 from satseq.errors import ConfigError
 from satseq.utils import strict_yaml
 from satseq.utils.io import write_yaml
@@ -75,9 +75,10 @@ def _is_numeric(annotation: Any) -> bool:
     return any(a in (int, float) for a in alts) and bool not in alts
 
 
-def _check_numbers(node: Node, model: type[BaseModel] = TrainConfig, prefix: str = "") -> None:
+def _check_numbers(node: Node, model: type[BaseModel] | None = None, prefix: str = "") -> None:
     """Before any value is built: a numeric key holding a YAML boolean (``yes``, ``off``...) or a
     non-finite float (``.inf``, ``.nan``) is refused with its line and the text as written."""
+    model = model or train_config_model()
     if not isinstance(node, MappingNode):
         return
     for key_node, value in node.value:
@@ -129,7 +130,7 @@ def _parse_value(text: str) -> Any:
 
 def _default_at(parts: Sequence[str]) -> Any:
     """The default config's value at a dotted path, or _MISSING."""
-    node: Any = TrainConfig().model_dump(mode="json")
+    node: Any = train_config_model()().model_dump(mode="json")
     for p in parts:
         if isinstance(node, dict) and p in node:
             node = node[p]
@@ -202,7 +203,7 @@ def _clean_loc(loc: Sequence[Any], *, keep_last: bool) -> tuple[str, list[str]]:
     dotted key and, for a key unknown to its section, that section's valid keys.
     """
     keys: list[str] = []
-    types: list[Any] = [TrainConfig]
+    types: list[Any] = [train_config_model()]
     siblings: list[str] = []
     for n, comp in enumerate(loc):
         nxt: list[Any] = []
@@ -303,7 +304,7 @@ def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()
         key = _apply_override(data, str(item))
         override_keys[key] = str(item)
     try:
-        cfg = TrainConfig.model_validate(data)
+        cfg = train_config_model().model_validate(data)
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, source, override_keys, key_lines)) from None
     return finalize(cfg)

@@ -5,28 +5,26 @@ key), and every field has a type, a default and a one-line description. The seed
 ``config/sat_seq.yaml`` (sections ``algorithm`` and ``sat_seq``) loads into :class:`TrainConfig`
 unchanged; every other section is optional and falls back to the defaults below.
 
-The common sections (model, data, rollout, algorithm, reward, trainer) are defined here; each
-method's own section is defined in its package (``satseq/methods/<name>/config.py``: ``sat_seq``,
-``grpo``, ``apo``, ``pag``, ``mlmt``) and mounted here. ``method`` names a registered method; the
-loader (:func:`satseq.config.load_config`) checks it, applies the method's defaults to keys the
-user left unset, and lets the method check its section (registered loss and estimator names,
-combinations), all before anything runs.
+The common sections (model, data, rollout, algorithm, reward, trainer) are defined here. A method's
+own section is declared by the method (``Method.config_section = ("<key>", <Section class>)``, the
+class in ``satseq/methods/<name>/config.py``) and mounted through the registry: :func:`train_config_model`
+builds the whole model with pydantic's ``create_model`` after :func:`satseq.registry.discover`, and
+builds it again when a method registered later (a test file, a user's package) brings a new section.
+This module names no method. ``method`` names a registered method (default: the one registered as
+the default); the loader (:func:`satseq.config.load_config`) checks it, applies the method's defaults
+to keys the user left unset, and lets the method check its settings, all before anything runs.
 
 Load from YAML with overrides through :func:`satseq.config.load_config`.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, create_model, field_validator
+from pydantic.fields import FieldInfo
 
 from satseq.config.section import KLEstimator, Section
-from satseq.methods.apo.config import APOConfig
-from satseq.methods.grpo.config import GRPOConfig
-from satseq.methods.mlmt.config import MLMTConfig, MLMTRoleConfig, MLMTScheduleConfig  # noqa: F401
-from satseq.methods.pag.config import PAGConfig
-from satseq.methods.sat_seq.config import AgentConfig, CertificateConfig, SatSeqConfig
 
 
 # --------------------------------------------------------------------------------------- model
@@ -193,16 +191,14 @@ class TrainerConfig(Section):
 
 
 # ------------------------------------------------------------------------------------ top level
-class TrainConfig(Section):
-    """The whole run configuration: what ``satseq train CONFIG key=value ...`` and :func:`satseq.train` load and validate.
+class TrainConfigBase(Section):
+    """The common part of :class:`TrainConfig`: every key but the methods' sections."""
 
-    Every key, with its type, default and description: docs/configuration.md."""
-
-    run_name: str = Field("sat_seq_dapo", min_length=1,
+    run_name: str = Field("run", min_length=1,
                           description="run name; the run directory is output_dir/run_name (unset: the method's default, sat_seq_dapo for SAT-Seq, else the method's name)")
     output_dir: str = Field("outputs", description="parent directory of run directories")
     seed: int = Field(0, description="global random seed")
-    method: str = Field("sat_seq", min_length=1, description="training method: a registered method (satseq.methods: sat_seq, grpo, apo, pag, mlmt, ...)")
+    method: str = Field("", min_length=1, description="training method: a registered method (satseq.methods: sat_seq, grpo, apo, pag, mlmt, ...)")
     device: str = Field("auto", description='torch device ("auto" = cuda if available, else cpu)')
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")
     resume: bool = Field(True, description="continue from the run dir's last trainer state if present")
@@ -210,11 +206,6 @@ class TrainConfig(Section):
     data: DataConfig = Field(default_factory=DataConfig, description="datasets")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="generation")
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="returns and KL control")
-    sat_seq: SatSeqConfig = Field(default_factory=SatSeqConfig, description="SAT-Seq method")
-    grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="GRPO baseline")
-    apo: APOConfig = Field(default_factory=APOConfig, description="A*-PO (offline V*, optimal-advantage regression)")
-    pag: PAGConfig = Field(default_factory=PAGConfig, description="PAG (policy as generative verifier); PPO settings from grpo")
-    mlmt: MLMTConfig = Field(default_factory=MLMTConfig, description="MLMT-RL (coach and solver); PPO settings from grpo")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="reward shaping")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="training loop, checkpoints, logging")
 
@@ -223,23 +214,122 @@ class TrainConfig(Section):
         """``output_dir / run_name``."""
         return Path(self.output_dir) / self.run_name
 
-    def agent_path(self, agent: AgentConfig | int | str) -> str:
-        """The model an agent starts from: its own ``path``, or ``model.path`` when that is None/empty.
+    def agent_path(self, agent: Any) -> str:
+        """The model an agent starts from: its own path, or ``model.path`` when that is None/empty.
 
-        ``agent`` may be an :class:`AgentConfig`, an index into ``sat_seq.agents`` or an agent name.
+        ``agent`` is an index into the method's agents, an agent name, or an object with a ``name``
+        (e.g. an ``AgentConfig``); the agents and their paths are the method's
+        (:meth:`~satseq.methods.base.Method.agents`).
         """
+        from satseq.registry import get_method
+
+        spec = get_method(self.method).agents(self)
         if isinstance(agent, int):
-            agent = self.sat_seq.agents[agent]
-        elif isinstance(agent, str):
-            matches = [a for a in self.sat_seq.agents if a.name == agent]
-            if not matches:
-                raise KeyError(agent)
-            agent = matches[0]
-        return agent.path or self.model.path
+            path = spec.paths[agent]
+        else:
+            name = agent if isinstance(agent, str) else agent.name
+            if name not in spec.names:
+                raise KeyError(name)
+            path = spec.paths[spec.names.index(name)]
+        return path or self.model.path
+
+    def __reduce__(self):
+        # pickled by content and restored into the current model (the class is built at run time)
+        return _restore, (self.__getstate__(),)
+
+
+def _restore(state: dict) -> "TrainConfigBase":
+    cls = train_config_model()
+    obj = cls.__new__(cls)
+    obj.__setstate__(state)
+    return obj
+
+
+def method_sections(builtin_only: bool = False) -> list[tuple[str, type, str, Any]]:
+    """``(key, Section class, description, method)`` of every registered method's config section
+    (``Method.config_section``), in registration order; a method sharing a section with the method
+    it derives from (same key and class) adds nothing. ``builtin_only``: the methods of ``satseq.methods``."""
+    from satseq.registry import METHODS, discover
+
+    discover()
+    out: dict[str, tuple[str, type, str, Any]] = {}
+    for m in list(METHODS.values()):
+        decl = getattr(m, "config_section", None)
+        if not decl:
+            continue
+        if builtin_only and not type(m).__module__.startswith("satseq.methods."):
+            continue
+        key, cls, *rest = decl
+        desc = rest[0] if rest else (cls.__doc__ or key).strip().splitlines()[0]
+        if key in TrainConfigBase.model_fields:
+            raise ValueError(f"method {m.name!r}: config section {key!r} is a common section")
+        old = out.get(key)
+        if old is not None:
+            if old[1] is not cls:
+                raise ValueError(f"method {m.name!r}: config section {key!r} is already {old[3].name!r}'s")
+            continue
+        out[key] = (key, cls, desc, m)
+    return list(out.values())
+
+
+_built: dict[tuple, type] = {}
+
+
+def train_config_model(builtin_only: bool = False) -> type[TrainConfigBase]:
+    """The :class:`TrainConfig` model of the methods registered now: :class:`TrainConfigBase` plus
+    each method's section (:func:`method_sections`; ``builtin_only``: only satseq's own methods', as
+    docs/configuration.md lists them), ``method`` defaulting to the default method and ``run_name``
+    to its run name. Built once per set of sections."""
+    from satseq.registry import default_method
+
+    sections = method_sections(builtin_only)
+    default = default_method()
+    key = (tuple((k, cls) for k, cls, _, _ in sections), default.name if default else "")
+    cls = _built.get(key)
+    if cls is None:
+        fields: dict[str, Any] = {k: (sec, Field(default_factory=sec, description=desc)) for k, sec, desc, _ in sections}
+        if default is not None:
+            base = TrainConfigBase.model_fields
+            fields["method"] = (str, FieldInfo.merge_field_infos(base["method"], default=default.name))
+            fields["run_name"] = (str, FieldInfo.merge_field_infos(base["run_name"], default=default.default_run_name))
+        cls = create_model("TrainConfig", __base__=TrainConfigBase, __module__=__name__, **fields)
+        cls.__qualname__ = "TrainConfig"
+        cls.__doc__ = TrainConfig.__doc__
+        if len(_built) > 8:
+            _built.clear()
+        _built[key] = cls
+    return cls
+
+
+class _CurrentModel(type):
+    """Makes :class:`TrainConfig` stand for the model :func:`train_config_model` builds now."""
+
+    def __call__(cls, *args, **kwargs):
+        return train_config_model()(*args, **kwargs)
+
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(train_config_model(), name)
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, TrainConfigBase)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return isinstance(sub, type) and issubclass(sub, TrainConfigBase)
+
+
+class TrainConfig(metaclass=_CurrentModel):
+    """The whole run configuration: what ``satseq train CONFIG key=value ...`` and :func:`satseq.train` load and validate.
+
+    The common sections (:class:`TrainConfigBase`) plus every registered method's section, built by
+    :func:`train_config_model` (``TrainConfig(...)``, ``TrainConfig.model_validate(...)`` and
+    ``isinstance(x, TrainConfig)`` use the model of the methods registered now).
+
+    Every key, with its type, default and description: docs/configuration.md."""
 
 
 __all__ = [
-    "ActorPlacement", "AgentConfig", "AlgorithmConfig", "CertificateConfig", "DataConfig", "GRPOConfig", "KLCtrlConfig",
-    "LoraConfig", "MLMTConfig", "MLMTRoleConfig", "MLMTScheduleConfig", "ModelConfig", "PAGConfig", "RewardConfig", "RolloutConfig", "SatSeqConfig", "TrainConfig",
-    "TrainerConfig",
+    "ActorPlacement", "AlgorithmConfig", "DataConfig", "KLCtrlConfig", "LoraConfig", "ModelConfig", "RewardConfig",
+    "RolloutConfig", "TrainConfig", "TrainConfigBase", "TrainerConfig", "method_sections", "train_config_model",
 ]

@@ -86,8 +86,10 @@ def _k_dict(metrics: dict, kind: str, ks: Sequence[int]) -> dict:
 
 
 def records(target: Target, problems: list[Problem], episodes, n: int, ks: Sequence[int]) -> list[dict]:
+    from satseq.registry import method_for_workflow
     from satseq.rewards.grade import is_equivalent
 
+    owner = method_for_workflow(target.workflow)  # the method whose workflow it is: its answers and fields
     out = []
     for g, p in enumerate(problems):
         eps = episodes[g * n:(g + 1) * n]
@@ -95,14 +97,9 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
         gold = str(p.answer)
         rec: dict = {"problem_id": p.problem_id, "problem": p.problem, "prompt": eps[0].turns[0].prompt_text,
                      "answer": gold}
-        if target.workflow == "self_verify":  # final = the last attempt's answer
-            answers = [ep.prediction for ep in eps]
-            correct = [bool(ep.prediction_correct) for ep in eps]
-            rec["predicted_answer"] = majority_vote(answers, is_equivalent, tie_break="first")
-            rec["individual_answers"] = answers
-        elif target.workflow == "coach":  # final = the solver's refined answer (turn 3)
-            answers = [ep.turns[2].answer for ep in eps]
-            correct = [bool(ep.turns[2].correct) for ep in eps]
+        custom = owner.prediction_answers(eps) if owner is not None else None
+        if custom is not None:  # the workflow's method says what its final answer is
+            answers, correct = custom
             rec["predicted_answer"] = majority_vote(answers, is_equivalent, tie_break="first")
             rec["individual_answers"] = answers
         elif target.kind == "run":
@@ -121,27 +118,9 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
         rec["maj_at_k"] = _k_dict(m, "maj", ks)
         rec["answers"] = answers
         rec["correct"] = correct
-        if target.workflow == "self_verify":
-            from satseq.methods.pag.metrics import same_answer
-
-            rec["turn1_answers"] = [ep.info["answer_t1"] for ep in eps]
-            rec["turn1_correct"] = [bool(ep.turns[0].correct) for ep in eps]
-            rec["verdicts"] = [ep.info["verdicts"] for ep in eps]
-            rec["verifier_correct"] = [[bool(t.correct) for t in ep.turns if t.role == "verifier"]
-                                       for ep in eps]
-            rec["revised"] = [bool(ep.info["revised"]) for ep in eps]
-            rec["answer_changed"] = [not same_answer(ep.info["answer_t1"], ep.prediction) for ep in eps]
-            rec["pag_roles"] = [[t.role for t in ep.turns] for ep in eps]
-            rec["responses"] = [[t.text for t in ep.turns] for ep in eps]
-            rec["finish_reasons"] = [[t.finish_reason for t in ep.turns] for ep in eps]
-        elif target.workflow == "coach":
-            rec["roles"] = ["solver", "coach", "solver"]
-            rec["turn1_answers"] = [ep.turns[0].answer for ep in eps]
-            rec["turn1_correct"] = [bool(ep.turns[0].correct) for ep in eps]
-            rec["coach_answers"] = [ep.turns[1].answer for ep in eps]
-            rec["coach_correct"] = [bool(ep.turns[1].correct) for ep in eps]
-            rec["responses"] = [[t.text for t in ep.turns] for ep in eps]
-            rec["finish_reasons"] = [[t.finish_reason for t in ep.turns] for ep in eps]
+        fields = owner.prediction_fields(eps) if owner is not None else None
+        if fields is not None:
+            rec.update(fields)
         elif target.kind == "run":
             rec["agents"] = list(target.agents)
             rec["votes"] = answers

@@ -11,9 +11,15 @@ registers itself (:func:`satseq.registry.register_method`). One training stage, 
              + updater.update(stage, episodes)                       # method.build_updater(...)
              + method.held_out_metrics(cfg, rt, workflow, generator)  # every trainer.eval_every
 
-The defaults are GRPO's: one agent ``policy`` from ``model.path``, the ``single`` workflow,
-correctness rewards (or ``reward.custom``), the ``grpo`` section's group size, the two-operand
-embedded task and its warm start, the PAG/GRPO dashboard layout.
+The defaults are the single-policy, single-turn ones: one agent ``policy`` from ``model.path``, the
+``single`` workflow, correctness rewards (or ``reward.custom``), the two-operand embedded task and
+its warm start; the group size and the dashboard layout are those of the method that owns the
+``single`` workflow (:func:`satseq.registry.method_for_workflow`). This module names no method.
+
+A method owns its config section (:attr:`Method.config_section`, mounted on the config by
+:func:`satseq.config.schema.train_config_model`), its warm start (:attr:`Method.warm_start_stem`,
+:meth:`Method.ensure_warm_start`), its dashboard (:meth:`Method.dashboard`, :attr:`Method.metric_prefixes`)
+and its prediction fields (:meth:`Method.prediction_answers`, :meth:`Method.prediction_fields`).
 """
 from __future__ import annotations
 
@@ -65,7 +71,14 @@ class Method:
                                            # (lr, epochs, clipping); () = the section named after it. A
                                            # `satseq compare` sweep over a key under a method's section
                                            # applies only to the runs whose method lists it (docs/compare.md)
-    grpo_presets: bool = False             # reads grpo.loss (baseline presets), grpo.dynamic_sampling, grpo.overlong_buffer
+    config_section: tuple = ()             # ("<key>", <Section class>[, description]): its own config section,
+                                           # mounted on the config as `<key>` (satseq.config.schema.train_config_model)
+    exclusive_keys: dict[str, Any] = {}    # dotted keys of its section only it (and its subclasses) reads ->
+                                           # their "off" value; another method with one set is a ConfigError
+    is_default: bool = False               # `method` defaults to it (read from the class itself, not inherited)
+    warm_start_stem: Optional[str] = None  # its own embedded warm start's directory stem (`satseq sft --task
+                                           # <name>` builds it with ensure_warm_start); None: the base one
+    metric_prefixes: tuple[str, ...] = ()  # heads of metric names `<head>/...` it logs that are not agents
     supports_custom_reward: bool = True    # reward.custom / reward.controller replace correctness
     ray_updater: Optional[str] = None      # trainer.backend=ray: "per_agent" (SAT-Seq's step in each agent's
                                            # actor), "whole" (a one-agent updater in its actor), None: local only
@@ -85,18 +98,42 @@ class Method:
         e.g. GRPO's baseline preset ``grpo.loss``); default :attr:`config_defaults`."""
         return self.config_defaults
 
-    def validate(self, cfg) -> None:
-        """Check the method's settings when the config loads (one-line ConfigError naming the key)."""
-        from satseq.algos import check_name
-        from satseq.errors import ConfigError
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "validate" in vars(cls):
+            raise TypeError(f"{cls.__qualname__}: override check(cfg), not validate(cfg) (validate runs the checks "
+                            "every method runs, then check)")
 
-        check_name("grpo.adv_estimator", cfg.grpo.adv_estimator, kind="adv")
-        check_name("grpo.policy_loss", cfg.grpo.policy_loss, kind="clipped_pg")
-        if not self.grpo_presets:
-            g = cfg.grpo
-            for key, off in (("loss", "grpo"), ("dynamic_sampling", False), ("overlong_buffer", 0)):
-                if getattr(g, key) != off:
-                    raise ConfigError(f"config key 'grpo.{key}': only method=grpo reads it (method={cfg.method})")
+    def validate(self, cfg) -> None:
+        """Check the config when it loads (one-line ConfigError naming the key). Every method runs the
+        same base checks: each registered section's own checks (:meth:`check_section` of the method
+        declaring it), and no key of another method's :attr:`exclusive_keys` set; then the method's
+        :meth:`check`. Not overridden (a subclass that defines ``validate`` is refused)."""
+        from satseq.errors import ConfigError
+        from satseq.registry import METHODS, discover
+
+        discover()
+        owners = list(METHODS.values())
+        for m in owners:
+            if "config_section" in vars(type(m)):
+                m.check_section(cfg)
+        for m in owners:
+            if "exclusive_keys" not in vars(type(m)) or isinstance(self, type(m)):
+                continue
+            for key, off in m.exclusive_keys.items():
+                node = cfg
+                for part in key.split("."):
+                    node = getattr(node, part)
+                if node != off:
+                    raise ConfigError(f"config key '{key}': only method={m.name} reads it (method={cfg.method})")
+        self.check(cfg)
+
+    def check_section(self, cfg) -> None:
+        """Checks of this method's own section (:attr:`config_section`) that hold whichever method
+        runs (e.g. registered names); run by every method's :meth:`validate`."""
+
+    def check(self, cfg) -> None:
+        """The method's own checks of its settings, after the base checks of :meth:`validate`."""
 
     # ------------------------------------------------------------------ agents and workflow
     def agents(self, cfg) -> AgentSpec:
@@ -110,15 +147,14 @@ class Method:
         return {}
 
     def group_size(self, cfg) -> int:
-        return cfg.grpo.group_size
+        """Responses per prompt; default: the group size of the method that owns the ``single`` workflow."""
+        return _single_workflow_method(self, "group_size").group_size(cfg)
 
     def prompt_format(self, kind: str, tokenizer, cfg):
         """The prompt format for a model of format ``kind`` ("embedded" or "chat")."""
         from satseq.workflows.prompts import make_format
 
-        return make_format(kind, tokenizer, chat_template=cfg.model.chat_template,
-                           show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget,
-                           template=cfg.data.prompt_template)
+        return make_format(kind, tokenizer, chat_template=cfg.model.chat_template, template=cfg.data.prompt_template)
 
     def default_max_new_tokens(self, cfg) -> int:
         return cfg.rollout.max_new_tokens
@@ -201,7 +237,28 @@ class Method:
         return {}
 
     def dashboard(self, axes, rows, agents, run_dir) -> None:
-        """Draw the six dashboard panels (``satseq plot``)."""
-        from satseq.methods.pag.dashboard import pag_panels
+        """Draw the six dashboard panels (``satseq plot``); default: the layout of the method that owns
+        the ``single`` workflow."""
+        _single_workflow_method(self, "dashboard").dashboard(axes, rows, agents, run_dir)
 
-        pag_panels(axes, rows, agents, run_dir)
+    def prediction_answers(self, episodes: list[Episode]):
+        """``satseq eval`` of this method's workflow: ``(answers, correct)``, one per episode of a
+        problem, whose majority vote is the prediction; None: the evaluator's default (the team's
+        prediction of a run, the first turn's answer of a single model)."""
+        return None
+
+    def prediction_fields(self, episodes: list[Episode]) -> Optional[dict]:
+        """``satseq eval`` of this method's workflow: the extra fields of a problem's prediction line
+        (per-turn answers, verdicts...); None: the evaluator's default."""
+        return None
+
+
+def _single_workflow_method(method: Method, hook: str) -> Method:
+    """The registered method that owns the ``single`` workflow, whose ``hook`` is the default one."""
+    from satseq.registry import method_for_workflow
+
+    owner = method_for_workflow("single")
+    if owner is None or getattr(type(owner), hook) is getattr(Method, hook):
+        raise NotImplementedError(f"method {method.name!r} defines no {hook} (and no registered method owning the "
+                                  "single workflow does)")
+    return owner

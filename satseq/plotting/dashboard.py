@@ -30,8 +30,14 @@ from satseq.utils.io import atomic_write
 def _default_method() -> str:
     return method_for_workflow("single").name
 
-# Metric name heads that are not agents (``<agent>/accuracy``, ``<agent>/loss`` name the agents).
-_NON_AGENT_PREFIXES = {"rollout", "eval", "pag", "apo", "certificate", "time", "stage", "step"}
+# Metric name heads that are not agents (``<agent>/accuracy``, ``<agent>/loss`` name the agents): the
+# loop's, and each method's ``metric_prefixes``.
+_COMMON_PREFIXES = {"rollout", "eval", "time", "stage", "step"}
+
+
+def _non_agent_prefixes() -> set[str]:
+    discover()
+    return _COMMON_PREFIXES.union(*(getattr(m, "metric_prefixes", ()) for m in METHODS.values()))
 
 
 def infer_method(keys: Sequence[str]) -> str:
@@ -54,9 +60,10 @@ def run_info(run_dir: Path, rows: Sequence[dict]) -> tuple[str, list[str]]:
     agents = info.get("agents")
     if not (isinstance(agents, list) and all(isinstance(a, str) for a in agents) and agents):
         agents = []
+        non_agents = _non_agent_prefixes()
         for k in keys:
             head, sep, tail = k.partition("/")
-            if sep and "/" not in tail and head not in _NON_AGENT_PREFIXES and head not in agents \
+            if sep and "/" not in tail and head not in non_agents and head not in agents \
                     and tail in ("accuracy", "loss"):
                 agents.append(head)
     return method, agents

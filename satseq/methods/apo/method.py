@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import satseq.methods.apo.loss  # noqa: F401  (registers the regression loss apo)
 from satseq.errors import ConfigError
+from satseq.methods.apo.config import APOConfig
 from satseq.methods.base import Method
 from satseq.registry import register_method
 
@@ -26,8 +27,10 @@ def vstar_for_training(cfg, rt, custom, console):
 class APO(Method):
     name = "apo"
     title = "A*-PO"
+    config_section = ("apo", APOConfig, "A*-PO (offline V*, optimal-advantage regression)")
+    metric_prefixes = ("apo",)
 
-    def validate(self, cfg) -> None:
+    def check(self, cfg) -> None:
         from satseq.algos import check_name
 
         check_name("apo.loss", cfg.apo.loss, kind="regression")

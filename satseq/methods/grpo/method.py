@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from satseq.errors import ConfigError
 from satseq.methods.base import Method
+from satseq.methods.grpo.config import GRPOConfig
 from satseq.registry import register_method
 
 
@@ -19,7 +20,9 @@ class GRPO(Method):
     name = "grpo"
     title = "GRPO"
     owns_workflow = True
-    grpo_presets = True
+    config_section = ("grpo", GRPOConfig, "GRPO baseline")
+    # DAPO's rollout-side parts and the presets: only GRPO reads them (another method setting one is an error)
+    exclusive_keys = {"grpo.loss": "grpo", "grpo.dynamic_sampling": False, "grpo.overlong_buffer": 0}
     ray_updater = "whole"  # trainer.backend=ray: the updater in the policy's actor (satseq/scale/ray_updaters.py)
 
     def defaults(self, cfg) -> dict:
@@ -27,8 +30,13 @@ class GRPO(Method):
 
         return {**self.config_defaults, **preset_settings(cfg)}
 
-    def validate(self, cfg) -> None:
-        super().validate(cfg)
+    def check_section(self, cfg) -> None:
+        from satseq.algos import check_name
+
+        check_name("grpo.adv_estimator", cfg.grpo.adv_estimator, kind="adv", of="outcome")
+        check_name("grpo.policy_loss", cfg.grpo.policy_loss, kind="clipped_pg")
+
+    def check(self, cfg) -> None:
         if cfg.grpo.overlong_buffer > cfg.rollout.max_new_tokens:
             raise ConfigError(f"config key 'grpo.overlong_buffer': {cfg.grpo.overlong_buffer} exceeds "
                               f"rollout.max_new_tokens ({cfg.rollout.max_new_tokens})")
@@ -49,6 +57,14 @@ class GRPO(Method):
                 t.reward += p
             metrics["reward/overlong_penalty"] = sum(pen) / max(1, len(pen))
         return metrics
+
+    def group_size(self, cfg) -> int:
+        return cfg.grpo.group_size
+
+    def dashboard(self, axes, rows, agents, run_dir) -> None:
+        from satseq.methods.pag.dashboard import pag_panels  # the PAG / A*-PO / GRPO layout
+
+        pag_panels(axes, rows, agents, run_dir)
 
     def collect(self, cfg, draw, batch_size):
         if not cfg.grpo.dynamic_sampling:

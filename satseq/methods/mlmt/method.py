@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from satseq.errors import ConfigError, SatseqError
 from satseq.methods.base import AgentSpec, Method
+from satseq.methods.mlmt.config import MLMTConfig
 from satseq.registry import register_method
 
 SOLVER, COACH = "solver", "coach"
@@ -19,6 +20,8 @@ class MLMT(Method):
     update_sections = ("mlmt", "grpo")  # the per-role updates take grpo's PPO settings
     workflow = "coach"
     owns_workflow = True
+    config_section = ("mlmt", MLMTConfig, "MLMT-RL (coach and solver); PPO settings from grpo")
+    warm_start_stem = "mlmt"  # satseq sft --task mlmt
     metric_markers = (r"^mlmt/",)  # metric names only this method logs (plots of runs without run_info.json)
     supports_custom_reward = False  # the coach reward is defined by correctness, confidence, dependence
 
@@ -28,8 +31,7 @@ class MLMT(Method):
 
         return {"rollout.max_new_tokens": MAX_NEW_TOKENS}
 
-    def validate(self, cfg) -> None:
-        super().validate(cfg)
+    def check(self, cfg) -> None:
         m = cfg.mlmt
         if m.share == "weights" and m.solver.trainable != m.coach.trainable:
             raise ConfigError("config key 'mlmt.share': with shared weights one role cannot be frozen while the "
@@ -98,6 +100,20 @@ class MLMT(Method):
         from satseq.methods.mlmt.dashboard import mlmt_panels
 
         mlmt_panels(axes, rows, agents, run_dir)
+
+    def prediction_answers(self, episodes):
+        # final = the solver's refined answer (turn 3)
+        return [ep.turns[2].answer for ep in episodes], [bool(ep.turns[2].correct) for ep in episodes]
+
+    def prediction_fields(self, episodes) -> dict:
+        eps = episodes
+        return {"roles": [SOLVER, COACH, SOLVER],
+                "turn1_answers": [ep.turns[0].answer for ep in eps],
+                "turn1_correct": [bool(ep.turns[0].correct) for ep in eps],
+                "coach_answers": [ep.turns[1].answer for ep in eps],
+                "coach_correct": [bool(ep.turns[1].correct) for ep in eps],
+                "responses": [[t.text for t in ep.turns] for ep in eps],
+                "finish_reasons": [[t.finish_reason for t in ep.turns] for ep in eps]}
 
 
 def graded_mlmt_metrics(episodes) -> dict:

@@ -4,6 +4,7 @@ GRPO clipped update or A*-PO's regression (``pag.update``)."""
 from __future__ import annotations
 
 from satseq.methods.base import Method
+from satseq.methods.pag.config import PAGConfig
 from satseq.registry import register_method
 
 
@@ -14,11 +15,13 @@ class PAG(Method):
     update_sections = ("pag", "grpo", "apo")  # pag.update=grpo: the grpo section's PPO settings; =apo: apo's
     workflow = "self_verify"
     owns_workflow = True
+    config_section = ("pag", PAGConfig, "PAG (policy as generative verifier); PPO settings from grpo")
+    warm_start_stem = "multiturn"  # satseq sft --task pag
+    metric_prefixes = ("pag",)
     metric_markers = (r"^pag/",)  # metric names only this method logs (plots of runs without run_info.json)
     supports_custom_reward = False  # its turn rewards are defined by correctness and verdicts
 
-    def validate(self, cfg) -> None:
-        super().validate(cfg)
+    def check(self, cfg) -> None:
         if cfg.pag.update == "apo":
             from satseq.algos import check_name
 
@@ -81,6 +84,28 @@ class PAG(Method):
         from satseq.methods.pag.rewards import grade_pag_episodes
 
         grade_pag_episodes(episodes)
+
+    def dashboard(self, axes, rows, agents, run_dir) -> None:
+        from satseq.methods.pag.dashboard import pag_panels
+
+        pag_panels(axes, rows, agents, run_dir)
+
+    def prediction_answers(self, episodes):
+        return [ep.prediction for ep in episodes], [bool(ep.prediction_correct) for ep in episodes]  # the last attempt's
+
+    def prediction_fields(self, episodes) -> dict:
+        from satseq.methods.pag.metrics import same_answer
+
+        eps = episodes
+        return {"turn1_answers": [ep.info["answer_t1"] for ep in eps],
+                "turn1_correct": [bool(ep.turns[0].correct) for ep in eps],
+                "verdicts": [ep.info["verdicts"] for ep in eps],
+                "verifier_correct": [[bool(t.correct) for t in ep.turns if t.role == "verifier"] for ep in eps],
+                "revised": [bool(ep.info["revised"]) for ep in eps],
+                "answer_changed": [not same_answer(ep.info["answer_t1"], ep.prediction) for ep in eps],
+                "pag_roles": [[t.role for t in ep.turns] for ep in eps],
+                "responses": [[t.text for t in ep.turns] for ep in eps],
+                "finish_reasons": [[t.finish_reason for t in ep.turns] for ep in eps]}
 
 
 def pag_eval_metrics(episodes) -> dict:

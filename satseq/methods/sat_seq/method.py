@@ -6,6 +6,7 @@ from __future__ import annotations
 import satseq.methods.sat_seq.adv.seqaware  # noqa: F401  (registers advantage estimator seqaware)
 import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers policy loss sat_seq)
 from satseq.methods.base import AgentSpec, Method
+from satseq.methods.sat_seq.config import SatSeqConfig
 from satseq.registry import register_method
 
 
@@ -16,6 +17,9 @@ class SatSeq(Method):
     update_sections = ("sat_seq", "algorithm.kl_ctrl")
     workflow = "relay"
     owns_workflow = True
+    is_default = True  # `method` defaults to sat_seq (the seed's config/sat_seq.yaml)
+    config_section = ("sat_seq", SatSeqConfig, "SAT-Seq method")
+    metric_prefixes = ("certificate",)
     ray_updater = "per_agent"  # trainer.backend=ray: each agent's step in its actor (satseq/scale/ray_updaters.py)
     metric_markers = (r"^certificate/", r"/kl_quantile$")  # metric names only this method logs (plots of runs without run_info.json)
 
@@ -23,7 +27,7 @@ class SatSeq(Method):
     def default_run_name(self) -> str:
         return "sat_seq_dapo"  # the seed's outputs/sat_seq_dapo/
 
-    def validate(self, cfg) -> None:
+    def check(self, cfg) -> None:
         from satseq.algos import check_name
 
         check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
@@ -35,6 +39,13 @@ class SatSeq(Method):
 
     def group_size(self, cfg) -> int:
         return cfg.sat_seq.group_size
+
+    def prompt_format(self, kind, tokenizer, cfg):
+        from satseq.workflows.prompts import make_format
+
+        return make_format(kind, tokenizer, chat_template=cfg.model.chat_template,
+                           show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget,
+                           template=cfg.data.prompt_template)
 
     def prepare(self, cfg, rt, custom, console) -> dict:
         return {"custom": custom}

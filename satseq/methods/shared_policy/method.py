@@ -30,8 +30,8 @@ class SharedPolicy(Simultaneous):
     name = "shared_policy"
     title = "One shared policy on the relay (baseline)"
 
-    def validate(self, cfg) -> None:
-        super().validate(cfg)
+    def check(self, cfg) -> None:
+        super().check(cfg)
         agents = cfg.sat_seq.agents
         if len({a.path for a in agents}) > 1:
             raise ConfigError("config key 'sat_seq.agents': method=shared_policy plays every role with one policy, "

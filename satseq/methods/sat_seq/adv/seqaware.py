@@ -39,7 +39,7 @@ class SeqAwareAdvantages:
     normalized: Tensor  # group-normalized and clipped A_k
 
 
-@register_adv("seqaware")
+@register_adv("seqaware", kind="turn")
 def seqaware_advantages(
     rewards: Tensor,
     group_ids: Tensor,
