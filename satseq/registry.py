@@ -91,3 +91,53 @@ def method_for_workflow(workflow: str):
         if getattr(m, "workflow", None) == workflow and getattr(m, "owns_workflow", False):
             return m
     return None
+
+
+# ---------------------------------------------------------------------------- strategies
+STRATEGIES: dict[str, type] = {}
+# the built-in strategies, one module each under satseq/scale/ (imported when first asked for: the
+# local path never imports torch.distributed's FSDP or Ray)
+_BUILTIN_STRATEGIES = {"local": "satseq.scale.local", "replicate": "satseq.scale.replicate",
+                       "fsdp2": "satseq.scale.fsdp2", "ray": "satseq.scale.ray_strategy"}
+
+
+def register_strategy(cls: T) -> T:
+    """Class decorator: register a :class:`satseq.strategy.Strategy` subclass under ``cls.name``
+    (``trainer.strategy=<name>`` selects it; re-registering the same class is a no-op)."""
+    name = getattr(cls, "name", "")
+    if not name:
+        raise ValueError(f"{cls!r}: a strategy needs a non-empty `name`")
+    old = STRATEGIES.get(name)
+    if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"strategy '{name}' is already registered by {old.__module__}.{old.__qualname__}")
+    STRATEGIES[name] = cls
+    return cls
+
+
+def get_strategy(name: str) -> type:
+    """The strategy class registered as ``name``; a one-line ConfigError naming ``trainer.strategy`` otherwise."""
+    if name not in STRATEGIES and name in _BUILTIN_STRATEGIES:
+        importlib.import_module(_BUILTIN_STRATEGIES[name])
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        known = sorted(set(STRATEGIES) | set(_BUILTIN_STRATEGIES))
+        raise ConfigError(f"config key 'trainer.strategy': unknown strategy '{name}' (known: {', '.join(known)})") \
+            from None
+
+
+def strategy_name(cfg, world: int) -> str:
+    """Which strategy runs ``cfg`` on ``world`` processes: ``ray`` for ``trainer.backend=ray``; else
+    ``trainer.strategy``, where ``replicate`` on one process is ``local`` (they are the same there)."""
+    if cfg.trainer.backend == "ray":
+        return "ray"
+    if cfg.trainer.strategy == "replicate" and world <= 1:
+        return "local"
+    return cfg.trainer.strategy
+
+
+def check_layout(cfg, world: int) -> type:
+    """The strategy class for ``cfg`` on ``world`` processes, after its layout checks (one-line errors)."""
+    cls = get_strategy(strategy_name(cfg, world))
+    cls.check_layout(cfg, world)
+    return cls

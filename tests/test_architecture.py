@@ -167,6 +167,42 @@ def test_design_table_matches_the_code():
     assert not unlisted, f"modules missing from docs/design.md's layout table: {sorted(unlisted)}"
 
 
+def _code_without_docs(path: Path) -> str:
+    """A module's code with its docstrings and comments removed (names in prose do not count)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            body[0] = ast.Pass()
+    return ast.unparse(tree)
+
+
+def test_distribution_lives_only_in_the_strategy():
+    """The loop, the updaters, the checkpoint code and the methods ask the run's Strategy
+    (satseq/strategy.py) and import nothing from satseq/scale/ (module level or lazily)."""
+    g = import_graph()
+    for mod, deps in g.items():
+        if mod in ("satseq.loop", "satseq.checkpoint") or mod.startswith(("satseq.update", "satseq.methods")):
+            assert not _reaches(g, mod, "satseq.scale"), f"{mod} imports {_reaches(g, mod, 'satseq.scale')}"
+    assert not _reaches(g, "satseq.strategy", "satseq.scale")  # the contract sits below its implementations
+
+
+def test_scale_names_no_method():
+    """satseq/scale/ imports no method and names none in its code: a strategy runs any method's
+    updater through the public contracts (Method.build_updater / build_agent_updater, AgentSteps)."""
+    from satseq.registry import method_names
+
+    g = import_graph()
+    names = [n for n in method_names() if n != "toy_reinforce"]
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b|StageCoordinator|\bSatSeq\b|\bGRPO\b")
+    for p in sorted((PKG / "scale").glob("*.py")):
+        mod = _module_name(p)
+        assert not _reaches(g, mod, "satseq.methods"), f"{mod} imports {_reaches(g, mod, 'satseq.methods')}"
+        hits = [line for line in _code_without_docs(p).splitlines() if pattern.search(line)]
+        assert not hits, f"{p.relative_to(REPO)} names a method: {hits[:3]}"
+
+
 # ------------------------------------------------------------------ a method is one folder
 METHOD_DIRS = sorted(p.parent.name for p in (PKG / "methods").glob("*/method.py"))
 # A method built on another one imports it (a baseline that is SAT-Seq's relay with another update,

@@ -352,6 +352,9 @@ def finalize(cfg: TrainConfig) -> TrainConfig:
         if leaf not in node.model_fields_set:
             node.__dict__[leaf] = value
     method.validate(cfg)
+    from satseq.registry import get_strategy
+
+    get_strategy(cfg.trainer.strategy)  # a registered strategy (one-line error naming the key)
     return cfg
 
 

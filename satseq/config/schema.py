@@ -180,8 +180,8 @@ class TrainerConfig(Section):
         "local", description="local: every agent in this process (needs no Ray); ray: each agent (or group of LoRA agents) in a Ray actor placed by trainer.placement, the driver stays the single controller; sat_seq and grpo only (docs/scale.md)")
     placement: list[ActorPlacement] = Field(
         default_factory=list, description="backend=ray: one entry per actor, the agents it hosts and the resources it reserves (empty: one actor per agent, 1 CPU each; docs/scale.md)")
-    strategy: Literal["replicate", "fsdp2"] = Field(
-        "replicate", description="under torchrun, how each agent trains over the ranks: replicate (every rank holds the whole agent, gradients all-reduced) or fsdp2 (parameters, gradients and AdamW states sharded with torch's fully_shard, per decoder layer then the root; the trainer state through torch.distributed.checkpoint, resumable on another number of ranks; backend=local only; docs/scale.md)")
+    strategy: str = Field(
+        "replicate", min_length=1, description="under torchrun, how each agent trains over the ranks: replicate (every rank holds the whole agent, gradients all-reduced; on one process the same as local) or fsdp2 (parameters, gradients and AdamW states sharded with torch's fully_shard, per decoder layer then the root; the trainer state through torch.distributed.checkpoint, resumable on another number of ranks; backend=local only); local = one process; or a strategy registered with satseq.registry.register_strategy (satseq/strategy.py, docs/scale.md)")
     fsdp_mixed_precision: Literal["off", "bf16"] = Field(
         "off", description="strategy=fsdp2 on CUDA: bf16 parameters in forward and backward, gradients reduced in fp32 (FSDP2's MixedPrecisionPolicy)")
     fsdp_cpu_offload: bool = Field(

@@ -178,7 +178,16 @@ class Method:
         return {}
 
     def build_updater(self, cfg, rt, generator: torch.Generator, prepared: dict):
+        """The run's updater (:class:`satseq.update.loop.Updater`). A block-coordinate updater runs its
+        per-agent steps through ``rt.agent_steps`` when the strategy sets it (``trainer.backend=ray``:
+        in the actors hosting the agents; None: in this process)."""
         raise NotImplementedError(f"method {self.name!r} does not define build_updater")
+
+    def build_agent_updater(self, cfg, rt, generator: torch.Generator):
+        """``ray_updater = "per_agent"``: the updater a Ray actor builds for the agents of ``rt.pool``
+        it hosts, whose public ``update_agent(name, batch, weights)`` (:class:`satseq.update.loop.AgentSteps`)
+        the driver's updater calls."""
+        raise NotImplementedError(f"method {self.name!r} does not define build_agent_updater")
 
     def collect(self, cfg, draw: Callable[[int], tuple[list[Episode], dict]], batch_size: int
                 ) -> tuple[list[Episode], dict]:

@@ -20,7 +20,7 @@ class SatSeq(Method):
     is_default = True  # `method` defaults to sat_seq (the seed's config/sat_seq.yaml)
     config_section = ("sat_seq", SatSeqConfig, "SAT-Seq method")
     metric_prefixes = ("certificate",)
-    ray_updater = "per_agent"  # trainer.backend=ray: each agent's step in its actor (satseq/scale/ray_updaters.py)
+    ray_updater = "per_agent"  # trainer.backend=ray: each agent's step in its actor (build_agent_updater)
     metric_markers = (r"^certificate/", r"/kl_quantile$")  # metric names only this method logs (plots of runs without run_info.json)
 
     @property
@@ -64,8 +64,13 @@ class SatSeq(Method):
             reward_max = None if custom is not None or own < 0 or team < 0 else len(rt.pool.names) * own + team
             certificate = CertificateBatch(cfg, rt, relay, lambda eps: relay_rewards(cfg, eps, custom),
                                            reward_max or None)
-        coordinator = prepared.get("coordinator_cls", StageCoordinator)  # backend=ray: its Ray form
-        return coordinator(cfg, rt.pool, generator, rt.device, certificate=certificate)
+        return StageCoordinator(cfg, rt.pool, generator, rt.device, certificate=certificate,
+                                agent_steps=getattr(rt, "agent_steps", None))
+
+    def build_agent_updater(self, cfg, rt, generator):
+        from satseq.methods.sat_seq.stage_coordinator import StageCoordinator
+
+        return StageCoordinator(cfg, rt.pool, generator, rt.device, certificate=None)
 
     def assign_rewards(self, cfg, episodes, ctx) -> dict:
         relay_rewards(cfg, episodes, ctx.custom)
