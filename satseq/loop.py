@@ -24,7 +24,7 @@ from satseq.config import TrainConfig, dump_config, save_config
 from satseq.config.loader import finalize
 from satseq.data.sampler import EpochSampler
 from satseq.errors import ConfigError
-from satseq.methods.base import RewardContext
+from satseq.methods.base import Method, RewardContext
 from satseq.registry import get_method
 from satseq.rewards.custom import resolve_custom_reward
 from satseq.rewards.grade import timeout_count
@@ -32,19 +32,21 @@ from satseq.utils.versions import library_versions
 from satseq.registry import check_layout
 from satseq.strategy import Strategy, activate
 from satseq.tracking import NoTracker, Tracker
+from satseq.runtime import Runtime
+from satseq.update.loop import Updater
 from satseq.utils.io import write_json
 from satseq.utils.progress import progress_bar
-from satseq.workflows.base import make_workflow
+from satseq.workflows.base import Workflow, make_workflow
 
 
 @dataclass
 class Run:
     """The live objects of one run: the method, its runtime, workflow, updater and reward context."""
 
-    method: object
-    rt: object
-    workflow: object
-    updater: object
+    method: Method
+    rt: Runtime
+    workflow: Workflow
+    updater: Updater
     rewards: RewardContext
     generator: torch.Generator
     roles: list[str] = field(default_factory=list)

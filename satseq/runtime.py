@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -24,6 +25,11 @@ from satseq.rollout.types import SamplingParams
 from satseq.records import Problem
 from satseq.rewards.grade import set_grading_timeout
 
+if TYPE_CHECKING:
+    from satseq.rollout.engine import RolloutEngine
+    from satseq.update.loop import AgentSteps
+    from satseq.workflows.prompts import ChatFormat, EmbeddedFormat
+
 EMBEDDED_TASK_SEED = 0
 
 
@@ -31,14 +37,14 @@ EMBEDDED_TASK_SEED = 0
 class Runtime:
     cfg: TrainConfig
     device: str
-    pool: AgentPool
-    tokenizer: object
-    fmt: object
-    engine: object
+    pool: AgentPool  # or, trainer.backend=ray, its stand-in (satseq.scale.ray_pool.RemotePool)
+    tokenizer: object  # a transformers tokenizer
+    fmt: "EmbeddedFormat | ChatFormat"
+    engine: "RolloutEngine"
     sampling: SamplingParams
     train: list[Problem]
     eval: list[Problem]
-    agent_steps: object = None  # where a block-coordinate updater's per-agent steps run (None: here;
+    agent_steps: "AgentSteps | None" = None  # where a block-coordinate updater's per-agent steps run (None: here;
                                 # the Ray strategy: the actors, satseq.update.loop.AgentSteps)
 
 
