@@ -95,8 +95,8 @@ $(VENV)/.docs-installed: pyproject.toml $(CONSTRAINTS)
 	touch $@
 
 bench: setup
-	$(BIN)/python bench/engine_throughput.py
-	@echo "fresh-clone quickstart timing: bash bench/fresh_quickstart.sh"
+	$(BIN)/python bench/rollout/throughput.py tiny
+	@echo "fresh-clone quickstart timing: bash bench/clone/fresh_quickstart.sh"
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) outputs site

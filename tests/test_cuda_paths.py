@@ -1,4 +1,4 @@
-"""The paths that differ on CUDA, checked on CUDA when there is one (``pytest -m cuda``: bench/gpu_check.sh
+"""The paths that differ on CUDA, checked on CUDA when there is one (``pytest -m cuda``: bench/scale/gpu_check.sh
 runs them), and, where the same code runs on CPU, checked here too.
 
 * FSDP2 on a one-rank process group (Gloo on CPU, NCCL on CUDA: one GPU holds one rank): sharding

@@ -3,7 +3,7 @@
 docs/results.md holds one current figure per claim. These tests fail when a figure is edited on one page
 and not on the other:
 
-- docs/headlines.json (what bench/reproduce.py checks) against results.md's "Reproducing the headlines"
+- docs/headlines.json (what bench/figures/reproduce.py checks) against results.md's "Reproducing the headlines"
   table, and each headline against the section of results.md that measures it (for the quickstart, the
   documented mean ± s.e. and seed range against its per-seed table);
 - every figure in the README's method table against one section of results.md that holds all of them;
@@ -87,7 +87,7 @@ def _table_rows(body: str, first_header_cell: str) -> list[list[str]]:
 
 
 HEADLINES = {k: v for k, v in json.loads((DOCS / "headlines.json").read_text()).items() if not k.startswith("_")}
-# which section of results.md measures each bench/reproduce.py case
+# which section of results.md measures each bench/figures/reproduce.py case
 CASE_SECTION = {"quickstart": "Quickstart", "chain": "SAT-Seq vs the simultaneous update vs GRPO",
                 "pag": "Comparison at one budget", "mlmt": "Comparison at one budget"}
 
@@ -118,7 +118,7 @@ def test_each_headline_is_in_the_section_that_measures_it():
 
 
 def test_quickstart_headlines_are_the_seed_table():
-    """The quickstart's section holds bench/quickstart_spread.py's table (one row per seed, then the
+    """The quickstart's section holds bench/methods/quickstart_spread.py's table (one row per seed, then the
     mean ± s.e.); headlines.json documents each figure as that mean ± s.e. with the seeds' min-max."""
     body = _section("Quickstart")
     rows = _table_rows(body, "seed")

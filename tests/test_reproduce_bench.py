@@ -1,4 +1,4 @@
-"""bench/reproduce.py reads each case's output under the names docs/headlines.json documents."""
+"""bench/figures/reproduce.py reads each case's output under the names docs/headlines.json documents."""
 import importlib.util
 import json
 from pathlib import Path
@@ -7,7 +7,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("reproduce", REPO / "bench" / "reproduce.py")
+    spec = importlib.util.spec_from_file_location("reproduce", REPO / "bench" / "figures" / "reproduce.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -1,11 +1,11 @@
-"""bench/stability_tables.py: the study's tables are computed from comparison.json and written into a
+"""bench/figures/stability_tables.py: the study's tables are computed from comparison.json and written into a
 page's marked block atomically (the docs' figures are that output, not retyped)."""
 import importlib.util
 import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("stability_tables", ROOT / "bench" / "stability_tables.py")
+spec = importlib.util.spec_from_file_location("stability_tables", ROOT / "bench" / "figures" / "stability_tables.py")
 st = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(st)
 

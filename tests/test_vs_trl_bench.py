@@ -1,4 +1,4 @@
-"""bench/vs_trl.py: both frameworks' configs come from one settings object and agree; without TRL
+"""bench/update/vs_trl.py: both frameworks' configs come from one settings object and agree; without TRL
 the bench stops with one line naming the extra to install. No run is timed here."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("vs_trl_bench_under_test", ROOT / "bench" / "vs_trl.py")
+    spec = importlib.util.spec_from_file_location("vs_trl_bench_under_test", ROOT / "bench" / "update" / "vs_trl.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up
     try:

@@ -1,7 +1,7 @@
 """How much does an embedded warm start depend on its floating-point path? Builds it for each (SFT
 seed, thread count) and measures the regime it lands in.
 
-    python bench/warm_start_spread.py --out DIR [--task base|chain|mlmt|pag] [--seeds 0 1 2] [--threads 1 2]
+    python bench/methods/warm_start_spread.py --out DIR [--task base|chain|mlmt|pag] [--seeds 0 1 2] [--threads 1 2]
 
 Each build is ``satseq sft --task <task> --out DIR/s<seed>_t<threads> --seed <seed> --threads <threads>``
 (trained to the task's validation target, docs/embedded_default.md); a method's warm start builds on the

@@ -1,8 +1,8 @@
 """When do several agents beat one? SAT-Seq vs the simultaneous multi-agent update vs GRPO on an
 embedded relay task, at equal generated samples and at equal wall-clock, over seeds.
 
-    python bench/multiagent_comparison.py --task relay --out DIR [--seeds 0 1 2] [--stages 50] [--threads 0]
-    python bench/multiagent_comparison.py --task chain --out DIR ...
+    python bench/methods/multiagent_comparison.py --task relay --out DIR [--seeds 0 1 2] [--stages 50] [--threads 0]
+    python bench/methods/multiagent_comparison.py --task chain --out DIR ...
 
 Tasks: ``relay`` is the quickstart's (3-digit addition, each agent rewarded by its own correctness
 plus the team's vote); ``chain`` is ``data.embedded_task=chain`` (a sum of three numbers that agents

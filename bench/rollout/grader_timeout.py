@@ -1,6 +1,6 @@
 """Per-call cost of the grader: the in-process fast path, and math-verify through the worker pool.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/grader_timeout.py [--n 300] [--json out.json]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/rollout/grader_timeout.py [--n 300] [--json out.json]
 
 Measures, in this one process (about 20 s):
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: what differs on CUDA, in under 10 minutes on one H100 (docs/scale.md, "The GPU check").
 #
-#     bash bench/gpu_check.sh [OUT]          # from the repository root; OUT defaults to /tmp/gpu_check
+#     bash bench/scale/gpu_check.sh [OUT]          # from the repository root; OUT defaults to /tmp/gpu_check
 #
 # The GPU machine this project is sometimes lent has torch, transformers, peft and accelerate but reaches
 # no package registry. Whatever else satseq needs travels as wheels (at most 64 MiB per call): made here with
@@ -20,6 +20,9 @@
 #   4. a SmolLM2-135M-shaped Llama (random weights): the step time and peak GPU memory of a full
 #      fine-tuning AdamW update, fp32 and bf16 autocast, and the engine's decode throughput.
 # Run once on one H200 (docs/scale.md, "The GPU check": every step passed after a device fix).
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then  # usage: the comment above
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0
+fi
 set -uo pipefail
 OUT=${1:-/tmp/gpu_check}
 mkdir -p "$OUT"

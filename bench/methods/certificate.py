@@ -1,7 +1,7 @@
 """The SAT-Seq certificate measured: validity where it can fail, usefulness where it should help.
 
-    python bench/certificate.py toys                       # coverage on the exact toys (2,000 trials each)
-    python bench/certificate.py embedded --out DIR [key=value ...]
+    python bench/methods/certificate.py toys                       # coverage on the exact toys (2,000 trials each)
+    python bench/methods/certificate.py embedded --out DIR [key=value ...]
 
 ``toys``: the relay bandit (vote reward; coin flips with π_new overfitting them, true change 0) and
 the two-turn MDP of ``tests/test_certificate.py``: coverage of the lower bound and of the certified
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PRESET = ["trainer.num_stages=50", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",
           "sat_seq.group_size=4", "sat_seq.lr=3e-5", "sat_seq.mini_batch_size=16", "sat_seq.scheduler=random",
           "data.eval_size=200", "trainer.eval_every=10"]
@@ -98,6 +98,9 @@ def embedded(out: Path, overrides: list[str]) -> dict:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__)
+        sys.exit(0)
     if len(sys.argv) < 2 or sys.argv[1] not in ("toys", "embedded"):
         sys.exit(__doc__)
     if sys.argv[1] == "toys":

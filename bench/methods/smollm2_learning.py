@@ -3,7 +3,7 @@ trivial baselines: the warm start (the model as shipped) sampled at T = 1, its g
 its best-of-k (pass@k). Sharpening a policy is what a lower temperature does for free, so a trained
 run is only worth its cost where it beats the warm start's greedy answer too.
 
-    python bench/smollm2_learning.py --runs outputs/smollm2_grpo outputs/smollm2_sat_seq --out outputs/smollm2_eval
+    python bench/methods/smollm2_learning.py --runs outputs/smollm2_grpo outputs/smollm2_sat_seq --out outputs/smollm2_eval
 
 For every run directory: its warm start (``satseq compare``'s stage-0 run: fresh LoRA adapters, the
 base model exactly, in the run's own workflow and prompt) and its latest complete stage, each on
@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -1,7 +1,7 @@
 """Rollout throughput of the pipelined relay against the sequential relay, two agents in two Ray
 actors (``trainer.backend=ray``, one actor per agent, ``num_cpus=1``, one torch thread each).
 
-    python bench/pipelined_relay.py [--out /tmp/pipelined_relay] [--rounds 5] [--micro-batches 4]
+    python bench/scale/pipelined_relay.py [--out /tmp/pipelined_relay] [--rounds 5] [--micro-batches 4]
                                     [--prompts 64] [--group 8] [--tokens 32] [--hidden 384] [--layers 6]
 
 The model is a random-init tiny Qwen2 (satseq/models/tiny.py) made bigger (``--hidden``,
@@ -78,13 +78,13 @@ def main(argv=None) -> None:
     rollout(sequential, 0)  # warm-up (first calls in each actor)
     times: dict[str, list[float]] = {"sequential": [], "pipelined": []}
     tokens = 0
-    with run.rt.backend:
+    with run.strategy:
         for r in range(args.rounds):
             ta, a = rollout(sequential, r + 1)
             tb, b = rollout(pipelined, r + 1)
             same = all(x.response_ids == y.response_ids for ea, eb in zip(a, b) for x, y in zip(ea.turns, eb.turns))
             if not same:
-                sys.exit("bench/pipelined_relay.py: the pipelined relay generated other tokens")
+                sys.exit("bench/scale/pipelined_relay.py: the pipelined relay generated other tokens")
             tokens = sum(len(t.response_ids) for ep in a for t in ep.turns)
             times["sequential"].append(ta)
             times["pipelined"].append(tb)

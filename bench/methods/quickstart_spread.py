@@ -1,6 +1,6 @@
 """The quickstart's spread over seeds: ``satseq quickstart --seed S`` for each seed, one at a time.
 
-    python bench/quickstart_spread.py --dir DIR [--seeds 0 1 2] [--warm-starts OUTPUTS] [--write docs/results.md]
+    python bench/methods/quickstart_spread.py --dir DIR [--seeds 0 1 2] [--warm-starts OUTPUTS] [--write docs/results.md]
 
 Seed S runs in ``DIR/seed<S>`` (the RL seed: sampling, the agents' update order, the evaluation's
 draws). The warm starts are SFT seed 0's (the quickstart's default), built by the first seed's run,
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- quickstart-spread:begin -->", "<!-- quickstart-spread:end -->"
 COLS = [("three agents: warm start", lambda r: r["before"]["vote"]),
         ("after SAT-Seq", lambda r: r["sat_seq"]["vote"]),
@@ -77,7 +77,7 @@ def table(results: dict[int, dict], threads: int, reused: bool = False) -> str:
     seeds = sorted(results)
     commit = " / ".join(sorted({results[s]["commit"] for s in seeds}))
     flag = " --warm-starts OUTPUTS" if reused else ""
-    lines = [f"`python bench/quickstart_spread.py --dir DIR --seeds {' '.join(map(str, seeds))}{flag}` at commit {commit}, "
+    lines = [f"`python bench/methods/quickstart_spread.py --dir DIR --seeds {' '.join(map(str, seeds))}{flag}` at commit {commit}, "
              f"{threads} threads, one run at a time, the warm starts (SFT seed 0) shared; wall: the whole command, "
              "of which building the warm starts (0 s where reused).", "",
              "| seed | " + " | ".join(name for name, _ in COLS) + " | wall (warm starts) |",

@@ -1,6 +1,6 @@
 """Which task gives SmolLM2-135M-Instruct a regime RL can select from (pass@1 low, pass@k high)?
 
-    python bench/smollm2_task_probe.py [--problems 32] [--samples 8] [--threads 2]
+    python bench/methods/smollm2_task_probe.py [--problems 32] [--samples 8] [--threads 2]
 
 Samples ``--samples`` answers at T = 1 (top-p 1, top-k off, 32 new tokens, cut at the first newline)
 for the first ``--problems`` of each candidate task under the two-shot raw prompt of
@@ -16,7 +16,7 @@ import random
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAMES, ITEMS = ["Tom", "Ana", "Sam", "Lia", "Ben", "Mia"], ["apples", "pencils", "stickers", "marbles", "books"]
 
 

@@ -1,8 +1,8 @@
 """The step-size study's tables for docs/sat_seq.md, regenerated from ``satseq compare``'s output.
 
     satseq compare recipes/compare/stability.yaml --out DIR --jobs 2
-    python bench/stability_tables.py DIR/comparison.json --write docs/sat_seq.md
-    python bench/stability_tables.py DIR/comparison.json --compact --write docs/results.md
+    python bench/figures/stability_tables.py DIR/comparison.json --write docs/sat_seq.md
+    python bench/figures/stability_tables.py DIR/comparison.json --compact --write docs/results.md
 
 Reads ``comparison.json`` (per cell: the held-out accuracy of every seed, its stability record,
 the warm start's evaluation) and prints, per task, the grid (method × learning rate), then the

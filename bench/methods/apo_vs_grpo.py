@@ -1,6 +1,6 @@
 """A*-PO vs GRPO on the embedded task: wall-clock to a held-out accuracy, same seed, same prompts.
 
-    .venv/bin/python bench/apo_vs_grpo.py [--out /tmp/apo_vs_grpo] [--apo key=value ...] [--grpo key=value ...]
+    .venv/bin/python bench/methods/apo_vs_grpo.py [--out /tmp/apo_vs_grpo] [--apo key=value ...] [--grpo key=value ...]
 
 Both start from the embedded warm start (built first if missing, not timed) and see the same
 prompt budget (``trainer.num_stages`` × ``trainer.train_batch_size`` draws from the same

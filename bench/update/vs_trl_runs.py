@@ -1,7 +1,7 @@
-"""The two sides of ``bench/vs_trl.py``, one short run per fresh process, and the one held-out
+"""The two sides of ``bench/update/vs_trl.py``, one short run per fresh process, and the one held-out
 evaluation both final policies go through.
 
-    python bench/vs_trl_runs.py {satseq,trl,warm} OUT/<case>/settings.json SEED OUT/<case>
+    python bench/update/vs_trl_runs.py {satseq,trl,warm} OUT/<case>/settings.json SEED OUT/<case>
 
 Writes ``OUT/<case>/<framework>_s<SEED>.json`` (``warm``: ``OUT/<case>/warm.json``, the warm start's
 held-out score per problem): step times (s), the training reward per step, the
@@ -17,12 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-for p in (ROOT, ROOT / "bench"):
+ROOT = Path(__file__).resolve().parents[2]
+for p in (ROOT, ROOT / "bench" / "update"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
-
-import torch  # noqa: E402
 
 from vs_trl import Settings, lora_kwargs, satseq_overrides, trl_config  # noqa: E402
 
@@ -61,6 +59,8 @@ def prompt_format(cfg, method, model, tok):
 def evaluate(policy, tok, fmt, s: Settings, problems, seed: int) -> list[float]:
     """Held-out score per problem: ``s.eval_samples`` samples at ``s.temperature`` from satseq's
     engine, random streams seeded by ``seed`` only (both frameworks' policies see the same ones)."""
+    import torch
+
     from satseq.rewards.grade import correctness_reward
     from satseq.rollout.hf_engine import HFEngine
     from satseq.rollout.types import SamplingParams
@@ -75,6 +75,8 @@ def evaluate(policy, tok, fmt, s: Settings, problems, seed: int) -> list[float]:
 
 def warm_eval(s: Settings) -> list[float]:
     """The warm start's held-out score per problem (seed 0), for reference."""
+    import torch
+
     from satseq.models.loading import load_causal_lm
 
     torch.set_num_threads(1)
@@ -84,6 +86,8 @@ def warm_eval(s: Settings) -> list[float]:
 
 
 def run_satseq(s: Settings, seed: int, out: Path) -> dict:
+    import torch
+
     from satseq.api import train
     from satseq.checkpoint import latest_agent_checkpoints
     from satseq.models.loading import load_causal_lm
@@ -119,6 +123,8 @@ def stop_token_ids(tok, stops) -> list[int]:
 
 
 def run_trl(s: Settings, seed: int, out: Path) -> dict:
+    import torch
+
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -184,7 +190,11 @@ def run_trl(s: Settings, seed: int, out: Path) -> dict:
 
 
 def main(argv=None) -> None:
-    framework, settings_file, seed, out = (argv or sys.argv[1:])[:4]
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if argv else 2)
+    framework, settings_file, seed, out = argv[:4]
     s, seed, out = load_settings(Path(settings_file)), int(seed), Path(out)
     from satseq.utils.io import write_json
 

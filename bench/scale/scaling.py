@@ -1,7 +1,7 @@
 """Data-parallel scaling inside an agent: one SAT-Seq stage on 1 rank vs N ranks (torchrun, Gloo, CPU).
 
-    python bench/scaling.py --out /tmp/scaling [--ranks 2] [--stages 4] [--repeats 3]
-    python bench/scaling.py --out /tmp/scaling --strategies     # N ranks: replicate vs fsdp2
+    python bench/scale/scaling.py --out /tmp/scaling [--ranks 2] [--stages 4] [--repeats 3]
+    python bench/scale/scaling.py --out /tmp/scaling --strategies     # N ranks: replicate vs fsdp2
 
 A rollout-heavy stage: K = 3 relay agents (full copies of the tiny model, randomly initialised and
 saved in OUT, so every response runs to ``rollout.max_new_tokens``: generation dominates),
@@ -59,7 +59,7 @@ def run(ranks: int, args: list[str], out: Path, name: str) -> list[dict]:
     r = subprocess.run([*launch, "train", *args, f"output_dir={out}", f"run_name={name}"], capture_output=True,
                        text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     if r.returncode != 0:
-        sys.exit(f"bench/scaling.py: {ranks} rank(s) failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+        sys.exit(f"bench/scale/scaling.py: {ranks} rank(s) failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
     rows = [json.loads(x) for x in (out / name / "metrics.jsonl").read_text().splitlines()]
     return rows[1:]
 
@@ -97,7 +97,7 @@ def main(argv=None) -> None:
                 tokens[v].append(row["rollout/generated_tokens"])
     first, second = list(variants)
     if tokens[first] != tokens[second]:
-        sys.exit(f"bench/scaling.py: the {first} and {second} runs generated different tokens")
+        sys.exit(f"bench/scale/scaling.py: the {first} and {second} runs generated different tokens")
     med = {n: statistics.median(v) for n, v in stage.items()}
     med_r = {n: statistics.median(v) for n, v in rollout.items()}
     med_u = {n: statistics.median(s - r for s, r in zip(stage[n], rollout[n])) for n in stage}

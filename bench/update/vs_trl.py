@@ -1,9 +1,9 @@
 """satseq GRPO beside TRL's ``GRPOTrainer``: step time and accuracy at identical settings.
 
     pip install -c constraints-cpu.txt -e '.[bench]'
-    python bench/vs_trl.py --case tiny --steps 6 --rounds 2 --out /tmp/vs_trl
-    python bench/vs_trl.py --case smollm2 --steps 6 --rounds 2 --out /tmp/vs_trl
-    .venv-vllm/bin/python bench/vs_trl.py --case smollm2 --engine vllm --out /tmp/vs_trl   # satseq on vLLM
+    python bench/update/vs_trl.py --case tiny --steps 6 --rounds 2 --out /tmp/vs_trl
+    python bench/update/vs_trl.py --case smollm2 --steps 6 --rounds 2 --out /tmp/vs_trl
+    .venv-vllm/bin/python bench/update/vs_trl.py --case smollm2 --engine vllm --out /tmp/vs_trl   # satseq on vLLM
 
 With ``--engine vllm`` satseq's rollouts come from vLLM (and its engine correction is on, as by
 default with vLLM); TRL still generates with transformers' ``generate``: TRL 1.16's vLLM colocate mode
@@ -41,11 +41,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-MISSING_TRL = "bench/vs_trl.py needs TRL: pip install 'satseq[bench]'"
+MISSING_TRL = "bench/update/vs_trl.py needs TRL: pip install 'satseq[bench]'"
 SMOLLM2_TEMPLATE = ("Q: Ana has 4 pencils and gets 3 more. How many pencils does Ana have now?\n"
                     "A: 4 + 3 = 7. The answer is 7.\n\nQ: What is 12 + 25?\nA: 12 + 25 = 37. The answer is 37.\n\n"
                     "Q: {problem}{previous}\nA:")  # recipes/smollm2/grpo.yaml
@@ -192,16 +192,16 @@ def prepare_model(case: str, root: Path) -> Path:
 
 
 def run_worker(framework: str, settings_file: Path, seed: int, out: Path, result: Path | None = None):
-    """One fresh process of bench/vs_trl_runs.py (``satseq``, ``trl`` or ``warm``); its JSON result."""
+    """One fresh process of bench/update/vs_trl_runs.py (``satseq``, ``trl`` or ``warm``); its JSON result."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
                CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore")
     log = out / f"{framework}_s{seed}.log"
-    cmd = [sys.executable, str(ROOT / "bench" / "vs_trl_runs.py"), framework, str(settings_file), str(seed), str(out)]
+    cmd = [sys.executable, str(ROOT / "bench" / "update" / "vs_trl_runs.py"), framework, str(settings_file), str(seed), str(out)]
     with open(log, "w") as fh:
         r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     if r.returncode != 0:
         tail = (log.read_text().strip().splitlines() or ["?"])[-1]
-        sys.exit(f"bench/vs_trl.py: the {framework} run (seed {seed}) failed: {tail} (log: {log})")
+        sys.exit(f"bench/update/vs_trl.py: the {framework} run (seed {seed}) failed: {tail} (log: {log})")
     return json.loads((result or out / f"{framework}_s{seed}.json").read_text())
 
 
@@ -304,7 +304,7 @@ def main(argv=None) -> None:
         for name, a, b in rows:
             print(f"  {name:28s} {a!s:40.40s} | {b!s:.40s}{'' if a == b else '   <-- DIFFERS'}")
         if any(a != b for _, a, b in rows):
-            sys.exit("bench/vs_trl.py: the derived configs disagree (above)")
+            sys.exit("bench/update/vs_trl.py: the derived configs disagree (above)")
         settings_file = out / "settings.json"
         previous = settings_file.read_text() if settings_file.is_file() else None
         write_json(settings_file, asdict(s))

@@ -1,7 +1,7 @@
 """What one SAT-Seq stage (K = 3 agents: three relay turns, three updates with the quantile-KL
 check) costs next to one GRPO step, at the same prompts per stage, on the embedded task.
 
-    python bench/stage_cost.py --out /tmp/stage_cost [--batch 8 16] [--stages 6] [--repeats 2]
+    python bench/update/stage_cost.py --out /tmp/stage_cost [--batch 8 16] [--stages 6] [--repeats 2]
 
 Interleaved in one run (GRPO, SAT-Seq, GRPO, SAT-Seq, ...), one thread each, every run a fresh
 ``satseq train`` process from the embedded warm start (built in OUT on first use, not timed; copy
@@ -37,7 +37,7 @@ def run(method: str, batch: int, stages: int, out: Path, tag: str) -> list[dict]
     r = subprocess.run([sys.executable, "-m", "satseq.cli", "train", *args], capture_output=True, text=True,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     if r.returncode != 0:
-        sys.exit(f"bench/stage_cost.py: {method} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+        sys.exit(f"bench/update/stage_cost.py: {method} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
     rows = [json.loads(x) for x in (out / f"{method}_b{batch}_{tag}" / "metrics.jsonl").read_text().splitlines()]
     return rows[1:]
 

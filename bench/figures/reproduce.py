@@ -1,7 +1,7 @@
 """Do the headline figures still reproduce? Re-runs the cheap ones and reports each against its
 documented spread (``docs/headlines.json``).
 
-    python bench/reproduce.py --out DIR [--only quickstart chain pag mlmt] [--headlines docs/headlines.json]
+    python bench/figures/reproduce.py --out DIR [--only quickstart chain pag mlmt] [--headlines docs/headlines.json]
 
 Run it before a change to a warm start, the sampler, the engine or the trainer's forward lands. The
 cases (each the command its figures were documented with; all share ``DIR``, so the base warm start is
@@ -9,7 +9,7 @@ built once, in ``DIR/embedded``):
 
 * ``quickstart``: ``satseq quickstart --output-dir DIR`` (the chain task; ~14 min on 2 cores with the warm
   starts, which the other cases then reuse);
-* ``chain``: ``python bench/multiagent_comparison.py --task chain --out DIR --seeds 0 --threads 1``
+* ``chain``: ``python bench/methods/multiagent_comparison.py --task chain --out DIR --seeds 0 --threads 1``
   (SAT-Seq vs the simultaneous update vs GRPO on the chain relay task, one seed);
 * ``pag``: ``satseq compare recipes/compare/pag.yaml --out DIR`` with seed 0 alone;
 * ``mlmt``: ``satseq compare recipes/compare/mlmt.yaml --out DIR/mlmt`` with seed 0 alone (its
@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
@@ -57,7 +57,7 @@ def quickstart(out: Path) -> dict:
 def chain(out: Path) -> dict:
     res = out / "multiagent_comparison_chain.json"
     if not (res.exists() and "0" in json.loads(res.read_text())):
-        _run([sys.executable, "bench/multiagent_comparison.py", "--task", "chain", "--out", str(out), "--seeds", "0",
+        _run([sys.executable, "bench/methods/multiagent_comparison.py", "--task", "chain", "--out", str(out), "--seeds", "0",
               "--threads", "1"], threads=1)
     r = json.loads(res.read_text())["0"]
     return {"warm vote": r["warm_start"]["vote"], "SAT-Seq vote": r["sat_seq"]["vote_equal_samples"],
