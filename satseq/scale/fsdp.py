@@ -35,7 +35,8 @@ parameters as they are: element-wise, on each rank's shard. On one process (no t
 sharded and only the checkpoint format differs. GPU only: ``trainer.fsdp_mixed_precision=bf16``
 (bf16 parameters in forward and backward, fp32 gradient reduction: ``MixedPrecisionPolicy``) and
 ``trainer.fsdp_cpu_offload`` (parameters, gradients and optimizer states in CPU memory:
-``CPUOffloadPolicy``); neither has run here (no GPU).
+``CPUOffloadPolicy``); both ran once, on one NCCL rank of one H200 (the GPU check, docs/scale.md), never on
+several GPUs.
 """
 from __future__ import annotations
 
