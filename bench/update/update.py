@@ -335,8 +335,16 @@ def fsdp_worker(a) -> None:
     responses = [torch.randint(0, SMOLLM2["vocab_size"], (a.response,), generator=g).tolist() for _ in range(a.rows)]
     batch = TurnBatch(prompts, responses, torch.arange(a.rows), torch.zeros(a.rows), [[0.0] * a.response] * a.rows)
 
+    # batch_logprobs and optimizer_step ask the run's strategy (satseq/strategy.py) for the row split, the
+    # gradient reduction and FSDP2's backward: the one trainer.strategy names, as in a training run
+    from satseq.scale.fsdp2 import Fsdp2
+    from satseq.scale.replicate import Replicate
+    from satseq.strategy import activate
+
+    strategy = Fsdp2() if a.strategy.startswith("fsdp2") else Replicate()
+
     def update() -> None:
-        with torch.enable_grad():
+        with torch.enable_grad(), activate(strategy):
             model.train()
             lp, mask = batch_logprobs(model, batch, 0, temperature=1.0, device="cpu", grad=True, chunk=a.rows)
             loss = -(lp * mask).sum() / mask.sum()
