@@ -31,7 +31,7 @@ from satseq.utils.io import read_jsonl, write_json, write_text
 
 AGENTS = ["agent_1", "agent_2", "agent_3"]
 STAGES = 50
-PRESET = [  # the quickstart budget; every key is an ordinary config key (bench/multiagent_comparison.py's chain)
+PRESET = [  # the quickstart budget; every key is an ordinary config key (bench/methods/multiagent_comparison.py's chain)
     "data.embedded_task=chain", "reward.own=0.0", "reward.team=1.0",
     f"trainer.num_stages={STAGES}", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",
     "sat_seq.group_size=4", "grpo.group_size=4", "sat_seq.lr=3e-5", "grpo.lr=3e-5",

@@ -141,7 +141,7 @@ class Lin:
     """``y = x Wᵀ + b``. Decode calls (few rows) go through MKL's packed GEMM where available: the
     weight is reordered once for the kernel (``torch.ops.mkl._mkl_reorder_linear_weight``, what
     inductor's CPU freezing uses), 1.5–1.8× faster than ``F.linear`` at 32 rows on this CPU and
-    bit-identical to it (bench/roofline.py; tests/test_fused_decode.py)."""
+    bit-identical to it (bench/rollout/throughput.py roofline; tests/test_fused_decode.py)."""
 
     def __init__(self, w: torch.Tensor, b: torch.Tensor | None, pack_rows: int | None):
         self.w, self.b = w, b

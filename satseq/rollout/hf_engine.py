@@ -8,7 +8,7 @@ and it is faster. Llama-family models step through :mod:`satseq.rollout.fused_de
 weights, preallocated KV cache, a group's prompt prefilled once, finished rows dropped); any other
 causal LM through its own forward with a ``DynamicCache``. Sampling is an exact inverse CDF with one
 uniform per row (:func:`inverse_cdf`), much cheaper than ``torch.multinomial`` over a 49k vocabulary.
-SmolLM2-135M: 1.8× ``generate`` on this CPU (bench/roofline.py, docs/results.md).
+SmolLM2-135M: 1.8× ``generate`` on this CPU (bench/rollout/throughput.py roofline, docs/results.md).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 PyTorch's CPU allocator is the C library's ``malloc``. glibc serves large blocks from ``mmap`` and
 returns them on ``free`` — until a freed mmapped block raises its *dynamic* threshold (up to 32 MiB),
 after which the activations of a forward pass come from the heap and stay resident after they are
-freed. Measured on a SmolLM2-135M update (bench/update_memory.py): the process held ~2 GB it no
+freed. Measured on a SmolLM2-135M update (bench/update/update.py memory): the process held ~2 GB it no
 longer used (LoRA r16 with gradient checkpointing peaked at 3.45 GB; 1.4 GB with the threshold
 fixed). ``mallopt(M_MMAP_THRESHOLD, 128 KiB)`` fixes the threshold (and turns the dynamic rule off),
 the same as starting the process with ``MALLOC_MMAP_THRESHOLD_=131072``. Written by hand (a ctypes

@@ -11,7 +11,7 @@ would reach the loss stays fp32:
   re-scores; it never mixes in another precision's log-probs), so on-policy ratios are exactly 1.
 
 Pays on GPUs and on CPUs with AMX; on this project's CPUs (AVX-512 bf16, no AMX) a bf16 GEMM runs
-at about half the fp32 rate (bench/roofline.py), so the default is ``off``.
+at about half the fp32 rate (bench/rollout/throughput.py roofline), so the default is ``off``.
 """
 from __future__ import annotations
 
