@@ -11,10 +11,11 @@ import pytest
 import warm_cli
 import torch
 
+from satseq.algos.kl import kl_quantile
 from satseq.compare.stability import (final_ratios, final_value, largest, over_seeds, run_stability,
                                       sat_seq_stats)
 from satseq.errors import ConfigError
-from satseq.update.step_kl import quantile, step_kl_stats
+from satseq.update.step_kl import step_kl_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = "budget: {tokens: 10}\n"
@@ -251,7 +252,7 @@ def test_step_kl_by_hand():
     srt = sorted(k3)
     pos = 0.99 * 4
     assert s["kl_step_q99"] == pytest.approx(srt[3] + (pos - 3) * (srt[4] - srt[3]), rel=1e-5)
-    assert quantile(torch.tensor([3.0, 1.0, 2.0]), 0.5) == 2.0 == float(torch.quantile(torch.tensor([3.0, 1.0, 2.0]), 0.5))
+    assert kl_quantile(torch.tensor([3.0, 1.0, 2.0]), 0.5) == 2.0 == float(torch.quantile(torch.tensor([3.0, 1.0, 2.0]), 0.5))
     assert step_kl_stats(old[:, :2], new, mask)["kl_step_max"] == pytest.approx(max(k3), rel=1e-5)  # widths differ
     assert step_kl_stats(old, new, torch.zeros_like(mask))["kl_step_max"] == 0.0
 

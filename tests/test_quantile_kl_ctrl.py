@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from satseq.algos.kl import exact_kl
+from satseq.algos.kl import exact_kl, kl_quantile
 from satseq.errors import ConfigError
-from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController, kl_quantile
+from satseq.methods.sat_seq.kl.quantile_kl_ctrl import QuantileKLController
 
 
 def _setup(seed: int = 0):

@@ -12,6 +12,14 @@ verl ``kl_penalty``), estimators of KL(pi || ref):
 
 Exact: ``KL(p || q) = sum_v p_v (log p_v - log q_v)`` from logits over the last dim, in fp32
 (terms with p_v = 0 count 0).
+
+The quantile statistic of a set of per-state (or per-token) KL values, shared by SAT-Seq's check
+(``quantile_q({KL(s)}) <= target``) and the step-KL statistic of every method (``kl_step_q99``):
+with ``x_(0) <= ... <= x_(n-1)`` sorted in float64, ``pos = q (n - 1)``, ``lo = floor(pos)``::
+
+    quantile_q = x_(lo) + (pos - lo) (x_(lo+1) - x_(lo))        (linear, as torch.quantile)
+
+0 for an empty set, NaN if any value is NaN.
 """
 from __future__ import annotations
 
@@ -45,6 +53,21 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
         return diff.abs()
     log_r = torch.clamp(-diff, min=-20.0, max=20.0)
     return torch.clamp(torch.exp(log_r) - log_r - 1.0, min=-10.0, max=10.0)
+
+
+def kl_quantile(kl: Tensor, q: float) -> float:
+    """``torch.quantile(kl, q)`` (linear interpolation) without torch.quantile's size limit, in float64;
+    0.0 when empty, NaN if any NaN (module docstring)."""
+    x = kl.detach().reshape(-1).double()
+    if x.numel() == 0:
+        return 0.0
+    if torch.isnan(x).any():
+        return float("nan")
+    xs = torch.sort(x).values
+    pos = q * (xs.numel() - 1)
+    lo = int(pos)
+    hi = min(lo + 1, xs.numel() - 1)
+    return float(xs[lo] + (pos - lo) * (xs[hi] - xs[lo]))
 
 
 def exact_kl(logits_p: Tensor, logits_q: Tensor) -> Tensor:

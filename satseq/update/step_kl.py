@@ -13,31 +13,18 @@ KL at fresh samples (on a random tiny model a SAT-Seq step that passed its exact
 gave a k3 q99 of 0.69). It is a measure of how far the step moved the policy *where it trained*,
 the same for every method, from the old and new log-probs of the sampled tokens alone (no logits
 over the vocabulary). Reported over the batch's response tokens: ``kl_step_q99`` (the 0.99 quantile,
-linear interpolation as ``torch.quantile``), ``kl_step_max`` and ``kl_step_mean``. SAT-Seq's own
+linear interpolation as ``torch.quantile``: ``satseq.algos.kl.kl_quantile``, the statistic SAT-Seq's
+check uses), ``kl_step_max`` and ``kl_step_mean``. SAT-Seq's own
 ``kl_quantile`` / ``kl_max`` (its check's exact per-state KL by default) are a different measurement,
 logged beside.
 """
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
-from satseq.algos.kl import kl_penalty
+from satseq.algos.kl import kl_penalty, kl_quantile
 
 QUANTILE = 0.99
-
-
-def quantile(x: Tensor, q: float) -> float:
-    """The ``q`` quantile of a flat tensor (linear interpolation, as ``torch.quantile``, without its
-    size limit); 0.0 when empty."""
-    x = x.detach().reshape(-1).double()
-    if x.numel() == 0:
-        return 0.0
-    xs = torch.sort(x).values
-    pos = q * (xs.numel() - 1)
-    lo = int(pos)
-    hi = min(lo + 1, xs.numel() - 1)
-    return float(xs[lo] + (pos - lo) * (xs[hi] - xs[lo]))
 
 
 def step_kl_stats(old_lp: Tensor, new_lp: Tensor, mask: Tensor) -> dict:
@@ -50,5 +37,5 @@ def step_kl_stats(old_lp: Tensor, new_lp: Tensor, mask: Tensor) -> dict:
     k3 = kl_penalty(old, new, "k3")[valid]
     if k3.numel() == 0:
         return {"kl_step_q99": 0.0, "kl_step_max": 0.0, "kl_step_mean": 0.0}
-    return {"kl_step_q99": quantile(k3, QUANTILE), "kl_step_max": float(k3.max()),
+    return {"kl_step_q99": kl_quantile(k3, QUANTILE), "kl_step_max": float(k3.max()),
             "kl_step_mean": float(k3.double().mean())}

@@ -4,7 +4,7 @@
 After agent i's proposal (``ppo_epochs`` passes with penalty β) from θ_cur to θ_prop = θ_cur + Δ,
 per visited state s the KL ``KL(π_new(·|s) ‖ π_cur(·|s))`` is measured. The step is accepted iff::
 
-    quantile_q({KL(s)}) <= target_kl        (q = 0.99, target 0.05; linear interpolation, as torch.quantile)
+    quantile_q({KL(s)}) <= target_kl        (q = 0.99, target 0.05; satseq.algos.kl.kl_quantile)
 
 Otherwise the step is **shrunk** along the proposal, without proposing again: the agent's
 parameters and optimizer state are restored to the snapshot taken before the proposal, and
@@ -43,21 +43,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import Tensor
 
+from satseq.algos.kl import kl_quantile
 from satseq.errors import ConfigError
-
-
-def kl_quantile(kl: Tensor, q: float) -> float:
-    """``torch.quantile(kl, q)`` (linear interpolation) without torch.quantile's size limit; NaN if any NaN."""
-    x = kl.detach().reshape(-1).double()
-    if x.numel() == 0:
-        return 0.0
-    if torch.isnan(x).any():
-        return float("nan")
-    xs = torch.sort(x).values
-    pos = q * (xs.numel() - 1)
-    lo = int(pos)
-    hi = min(lo + 1, xs.numel() - 1)
-    return float(xs[lo] + (pos - lo) * (xs[hi] - xs[lo]))
 
 
 @dataclass
