@@ -11,7 +11,8 @@
 Sequences with no valid token are left out of the ``seq-mean-token-mean`` mean (verl >= 0.5).
 
 PPO clipped surrogate (``ppo``; GRPO, DAPO clip-higher and Dr. GRPO are this with other clip
-ranges and aggregation), per token with ``r = exp(logp - old_logp)``::
+ranges and aggregation), per token with ``r = exp(logp - old_logp)`` (the token form,
+:func:`clipped_token_loss`, is the one SAT-Seq's ``ratio="token"`` uses too)::
 
     L = max(-A r, -A clip(r, 1 - clip_low, 1 + clip_high))
     and, for A < 0, dual clip: L = min(L, -A * clip_ratio_c)   (verl default c = 3)
@@ -69,7 +70,8 @@ def agg_loss(loss_mat: Tensor, mask: Tensor, mode: str = "token-mean", norm_cons
     raise ConfigError(f"unknown loss_agg_mode '{mode}' (known: {', '.join(AGG_MODES)})")
 
 
-def _token_adv(advantages: Tensor, like: Tensor) -> Tensor:
+def token_advantages(advantages: Tensor, like: Tensor) -> Tensor:
+    """``advantages`` ``[B]`` broadcast to every token of ``like`` ``[B, T]``, or ``[B, T]`` as it is."""
     if advantages.dim() == 1:
         return advantages.unsqueeze(-1).expand_as(like)
     if advantages.shape != like.shape:
@@ -89,6 +91,38 @@ def _weighted_with_kl(loss_mat: Tensor, mask: Tensor, agg_mode: str, norm_const,
     return loss + beta * kl_term, kl_term
 
 
+def clipped_token_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, clip_low: float,
+                       clip_high: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The per-token clipped surrogate as a loss, the one token-level form every clipped loss uses
+    (``ppo``; SAT-Seq's ``ratio="token"``)::
+
+        log r_t = clamp(logp_t - sg(old_logp_t), -20, 20),   r_t = exp(log r_t)
+        l1 = -A_t r_t,   l2 = -A_t clip(r_t, 1 - clip_low, 1 + clip_high)
+        L_t = max(l1, l2) = -min(r_t A_t, clip(r_t) A_t)
+
+    ``adv`` ``[B, T]`` (detached by the caller). Returns ``(log r, r, L, clipped)`` with ``clipped``
+    the tokens where the clipped term is the one taken (``l2 > l1``); no mask applied."""
+    log_ratio = torch.clamp(logp - old_logp.detach(), min=-20.0, max=20.0)
+    ratio = torch.exp(log_ratio)
+    l1 = -adv * ratio
+    l2 = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    return log_ratio, ratio, torch.maximum(l1, l2), l2 > l1
+
+
+def _clip_metrics(clipped: Tensor, log_ratio: Tensor, ratio: Tensor, mask: Tensor, kl_term, dtype) -> dict[str, float]:
+    """``{clipfrac, approx_kl, ratio_mean[, kl]}``: token means over ``mask`` of the clipped tokens,
+    of ``-log r`` and of the ratio; ``kl`` = agg(kl) when the loss has a KL term."""
+    with torch.no_grad():
+        metrics = {
+            "clipfrac": masked_mean(clipped.to(dtype), mask).item(),
+            "approx_kl": masked_mean(-log_ratio, mask).item(),
+            "ratio_mean": masked_mean(ratio, mask).item(),
+        }
+        if kl_term is not None:
+            metrics["kl"] = float(kl_term.detach())
+    return metrics
+
+
 @register_loss("ppo")
 def ppo_clip_loss(
     logp: Tensor,
@@ -105,24 +139,12 @@ def ppo_clip_loss(
     beta: float = 0.0,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped PPO surrogate with dual clip; returns (loss, {clipfrac, approx_kl, ratio_mean[, kl]})."""
-    adv = _token_adv(advantages, logp).detach()
-    log_ratio = torch.clamp(logp - old_logp.detach(), min=-20.0, max=20.0)
-    ratio = torch.exp(log_ratio)
-    l1 = -adv * ratio
-    l2 = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
-    loss_mat = torch.maximum(l1, l2)
+    adv = token_advantages(advantages, logp).detach()
+    log_ratio, ratio, loss_mat, clipped = clipped_token_loss(logp, old_logp, adv, clip_low, clip_high)
     if clip_ratio_c is not None:
         loss_mat = torch.where(adv < 0, torch.minimum(loss_mat, -adv * clip_ratio_c), loss_mat)
     loss, kl_term = _weighted_with_kl(loss_mat, mask, agg_mode, norm_const, is_weight, kl, beta)
-    with torch.no_grad():
-        metrics = {
-            "clipfrac": masked_mean((l2 > l1).to(logp.dtype), mask).item(),
-            "approx_kl": masked_mean(-log_ratio, mask).item(),
-            "ratio_mean": masked_mean(ratio, mask).item(),
-        }
-        if kl_term is not None:
-            metrics["kl"] = float(kl_term.detach())
-    return loss, metrics
+    return loss, _clip_metrics(clipped, log_ratio, ratio, mask, kl_term, logp.dtype)
 
 
 @register_loss("gspo")
@@ -140,7 +162,7 @@ def gspo_loss(
     beta: float = 0.0,
 ) -> tuple[Tensor, dict[str, float]]:
     """GSPO sequence-ratio clipped loss; returns (loss, {clipfrac, approx_kl, ratio_mean[, kl]})."""
-    adv = _token_adv(advantages, logp).detach()
+    adv = token_advantages(advantages, logp).detach()
     m = mask.to(logp.dtype)
     log_ratio = logp - old_logp.detach()
     seq_log_ratio = (log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1.0)
@@ -149,12 +171,4 @@ def gspo_loss(
     l1 = -adv * s
     l2 = -adv * torch.clamp(s, 1.0 - clip_low, 1.0 + clip_high)
     loss, kl_term = _weighted_with_kl(torch.maximum(l1, l2), mask, agg_mode, norm_const, is_weight, kl, beta)
-    with torch.no_grad():
-        metrics = {
-            "clipfrac": masked_mean((l2 > l1).to(logp.dtype), mask).item(),
-            "approx_kl": masked_mean(-log_ratio, mask).item(),
-            "ratio_mean": masked_mean(s, mask).item(),
-        }
-        if kl_term is not None:
-            metrics["kl"] = float(kl_term.detach())
-    return loss, metrics
+    return loss, _clip_metrics(l2 > l1, log_ratio, s, mask, kl_term, logp.dtype)

@@ -7,6 +7,7 @@ weight c_b and a per-token KL estimate kl_{b,t} supplied by the caller::
                        surr_b = min(r_b A_b, clip(r_b, 1-eps, 1+eps) A_b)
     ratio="product":   same with r_b = exp( sum_t [logp - cur_logp] )
     ratio="token":     surr_b = mean_t min(r_{b,t} A_{b,t}, clip(r_{b,t}, 1-eps, 1+eps) A_{b,t})
+                       (-L_t of the shared token surrogate, satseq.algos.losses.clipped_token_loss)
 
     L_b = -c_b * surr_b + beta * mean_t kl_{b,t}
     loss = mean_b L_b              (over sequences with at least one token)
@@ -27,6 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from satseq.algos.losses import token_advantages, clipped_token_loss
 from satseq.algos.registry import register_loss
 from satseq.errors import ConfigError
 
@@ -58,18 +60,16 @@ def seq_ratio_loss(
     valid = (n_tok > 0).to(logp.dtype)
     n_seq = valid.sum().clamp(min=1.0)
     denom = n_tok.clamp(min=1.0)
-    log_ratio = torch.clamp(logp - cur_logp.detach(), min=-20.0, max=20.0) * m
     c = torch.ones_like(n_tok) if is_weight is None else is_weight.detach().to(logp.dtype)
 
-    if ratio == "token":
-        adv = (advantages.unsqueeze(-1).expand_as(logp) if advantages.dim() == 1 else advantages).detach()
-        r_tok = torch.exp(log_ratio)
-        u = r_tok * adv
-        v = torch.clamp(r_tok, 1.0 - clip_low, 1.0 + clip_high) * adv
-        surr = (torch.minimum(u, v) * m).sum(-1) / denom
-        clipped = ((v < u).to(logp.dtype) * m).sum() / m.sum().clamp(min=1.0)
+    if ratio == "token":  # the shared token-level surrogate (satseq.algos.losses.clipped_token_loss)
+        adv = token_advantages(advantages, logp).detach()
+        _, r_tok, loss_tok, clipped_tok = clipped_token_loss(logp, cur_logp, adv, clip_low, clip_high)
+        surr = (-loss_tok * m).sum(-1) / denom
+        clipped = (clipped_tok.to(logp.dtype) * m).sum() / m.sum().clamp(min=1.0)
         r_mean = (r_tok * m).sum() / m.sum().clamp(min=1.0)
     else:
+        log_ratio = torch.clamp(logp - cur_logp.detach(), min=-20.0, max=20.0) * m
         adv = advantages if advantages.dim() == 1 else (advantages * m).sum(-1) / denom
         adv = adv.detach()
         s = log_ratio.sum(-1)
