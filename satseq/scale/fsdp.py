@@ -195,16 +195,12 @@ class GatheredRollouts:
     every rollout — :meth:`satseq.scale.replicate.Replicate.rollout`, the held-out evaluation, the saved
     checkpoints) copies each trainable parameter into the replica with ``full_tensor()``, one tensor
     at a time (a full state dict never exists). ``generate(model, ...)`` generates with the replica
-    of the agent ``model`` acts for; everything else is the wrapped engine's."""
+    of the agent ``model`` acts for, through the wrapped engine (a :class:`~satseq.rollout.engine.RolloutEngine`:
+    ``generate`` is all a workflow asks of it)."""
 
     def __init__(self, engine, pool, replica):
         self.engine, self.pool, self.replica = engine, pool, replica
         self._full = {id(pool.module(n)): n for n in pool.names} if pool.mode == "full" else {}
-
-    def __getattr__(self, name):
-        if name == "engine":  # not set yet (copy, unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.engine, name)
 
     @torch.no_grad()
     def sync_weights(self) -> None:
@@ -230,9 +226,8 @@ class GatheredRollouts:
 
 def sync_rollout(engine) -> None:
     """Gather the current weights into the rollout engine (a collective under fsdp2; else nothing)."""
-    sync = getattr(engine, "sync_weights", None)
-    if sync is not None:
-        sync()
+    if isinstance(engine, GatheredRollouts):
+        engine.sync_weights()
 
 
 def export_pool(rt):
@@ -274,5 +269,5 @@ def apply(cfg, rt) -> None:
     policies = {"mixed_precision": cfg.trainer.fsdp_mixed_precision, "cpu_offload": cfg.trainer.fsdp_cpu_offload}
     for m in pool.root_modules():
         shard_model(m, mesh, **policies)
-    pool.module_copier = lambda model: sharded_copy(model, mesh, **policies)
-    rt.engine = GatheredRollouts(rt.engine, pool, replica)
+    pool.module_copier = lambda model: sharded_copy(model, mesh, **policies)  # the pool's hook for reference copies
+    rt.engine = GatheredRollouts(rt.engine, pool, replica)  # the rollouts' full weights (update_weights syncs them)
