@@ -27,7 +27,6 @@ from satseq.rewards.grade import set_grading_timeout
 
 if TYPE_CHECKING:
     from satseq.rollout.engine import RolloutEngine
-    from satseq.update.loop import AgentSteps
     from satseq.workflows.prompts import ChatFormat, EmbeddedFormat
 
 EMBEDDED_TASK_SEED = 0
@@ -44,8 +43,9 @@ class Runtime:
     sampling: SamplingParams
     train: list[Problem]
     eval: list[Problem]
-    agent_steps: "AgentSteps | None" = None  # where a block-coordinate updater's per-agent steps run (None: here;
-                                # the Ray strategy: the actors, satseq.update.loop.AgentSteps)
+    # where a block-coordinate updater's per-agent steps run: None = here; the Ray strategy's stand-in
+    # runs them in the actors (a satseq.update.loop.AgentSteps; not imported: update/ sits above this)
+    agent_steps: object = None
 
 
 def setup_torch(cfg: TrainConfig) -> str:

@@ -336,15 +336,14 @@ def finalize(cfg: TrainConfig) -> TrainConfig:
     """The method's part of loading: ``method`` must be registered; the method's defaults fill the
     keys the user left unset (``run_name``; e.g. ``rollout.max_new_tokens`` for MLMT, the keys of
     GRPO's baseline preset ``grpo.loss``: :meth:`~satseq.methods.base.Method.defaults`), after the
-    named embedded task's (:func:`satseq.models.embedded_tasks.config_defaults`); the method
+    named embedded task's (:meth:`~satseq.methods.base.Method.task_defaults`); the method
     checks its settings (:meth:`satseq.methods.base.Method.validate`). Idempotent."""
-    from satseq.models.embedded_tasks import config_defaults
     from satseq.registry import get_method
 
     method = get_method(cfg.method)
     if "run_name" not in cfg.model_fields_set:
         cfg.__dict__["run_name"] = method.default_run_name  # plain set: stays "unset" for a reload
-    for key, value in {**config_defaults(cfg.data.embedded_task), **method.defaults(cfg)}.items():
+    for key, value in {**method.task_defaults(cfg), **method.defaults(cfg)}.items():
         *parents, leaf = key.split(".")
         node = cfg
         for p in parents:

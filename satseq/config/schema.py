@@ -24,7 +24,12 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, create_model, field_validator
 from pydantic.fields import FieldInfo
 
+
 from satseq.config.section import KLEstimator, Section
+
+#: the named prompt templates of ``data.prompt_template`` (or a custom one containing ``{problem}``),
+#: rendered by :func:`satseq.workflows.prompts.render_problem`
+PROMPT_TEMPLATES = ("boxed", "chat", "raw")
 
 
 # --------------------------------------------------------------------------------------- model
@@ -72,8 +77,6 @@ class DataConfig(Section):
     @field_validator("prompt_template")
     @classmethod
     def _check_template(cls, t: str) -> str:
-        from satseq.workflows.prompts import PROMPT_TEMPLATES
-
         if t not in PROMPT_TEMPLATES and "{problem}" not in t:
             raise ValueError(f"expected one of {', '.join(PROMPT_TEMPLATES)} or a template containing "
                              f"{{problem}}, got {t!r}")

@@ -98,6 +98,13 @@ class Method:
         e.g. GRPO's baseline preset ``grpo.loss``); default :attr:`config_defaults`."""
         return self.config_defaults
 
+    def task_defaults(self, cfg) -> dict[str, Any]:
+        """The keys the embedded task ``data.embedded_task`` names sets when the user leaves them unset
+        (applied before :meth:`defaults`, which may override them)."""
+        from satseq.models.embedded_tasks import config_defaults
+
+        return config_defaults(cfg.data.embedded_task)
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "validate" in vars(cls):

@@ -10,7 +10,6 @@ from __future__ import annotations
 from satseq.data import arithmetic
 
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-PROMPT_TEMPLATES = ("boxed", "chat", "raw")  # or a custom template containing {problem} (data.prompt_template)
 
 
 def render_problem(template: str, problem: str, previous: str = "") -> str:
