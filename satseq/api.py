@@ -3,7 +3,7 @@
     import satseq
 
     result = satseq.train("recipes/sat_seq/config/sat_seq.yaml", trainer__num_stages=20)
-    result = satseq.train(method="grpo", overrides={"trainer.num_stages": 20, "grpo.lr": 1e-4})
+    result = satseq.train(method="grpo", overrides={"trainer.num_stages": 20, "ppo.lr": 1e-4})
     print(result.run_dir, result.final["rollout/vote_accuracy"])
     metrics = satseq.evaluate(result.run_dir, dataset="embedded", n=4)
 

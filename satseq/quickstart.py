@@ -34,8 +34,8 @@ STAGES = 50
 PRESET = [  # the quickstart budget; every key is an ordinary config key (bench/methods/multiagent_comparison.py's chain)
     "data.embedded_task=chain", "reward.own=0.0", "reward.team=1.0",
     f"trainer.num_stages={STAGES}", "trainer.train_batch_size=8", "trainer.save_every=0", "trainer.export_pt=false",
-    "sat_seq.group_size=4", "grpo.group_size=4", "sat_seq.lr=3e-5", "grpo.lr=3e-5",
-    "sat_seq.mini_batch_size=16", "grpo.mini_batch_size=16", "sat_seq.scheduler=random",
+    "sat_seq.group_size=4", "grpo.group_size=4", "sat_seq.lr=3e-5", "ppo.lr=3e-5",
+    "sat_seq.mini_batch_size=16", "ppo.mini_batch_size=16", "sat_seq.scheduler=random",
     "data.eval_size=200", "resume=false",
 ]
 EVAL_SAMPLES = 2

@@ -75,10 +75,10 @@ def test_config_selects_registered_losses_and_refuses_unknown_names():
     from satseq.config import load_config
     from satseq.errors import ConfigError
 
-    assert load_config(None, ["method=grpo", "grpo.policy_loss=gspo"]).grpo.policy_loss == "gspo"
-    with pytest.raises(ConfigError, match=r"config key 'grpo.policy_loss': unknown clipped_pg policy loss 'nope' "
+    assert load_config(None, ["method=grpo", "ppo.policy_loss=gspo"]).ppo.policy_loss == "gspo"
+    with pytest.raises(ConfigError, match=r"config key 'ppo.policy_loss': unknown clipped_pg policy loss 'nope' "
                                           r"\(known: gspo, ppo, sat_seq\)"):
-        load_config(None, ["method=grpo", "grpo.policy_loss=nope"])
+        load_config(None, ["method=grpo", "ppo.policy_loss=nope"])
     with pytest.raises(ConfigError, match="config key 'grpo.adv_estimator': unknown advantage estimator 'x'"):
         load_config(None, ["method=grpo", "grpo.adv_estimator=x"])
     with pytest.raises(ConfigError, match="config key 'apo.loss'.*known: apo"):

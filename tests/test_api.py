@@ -79,13 +79,13 @@ def test_a_registered_loss_is_reachable_from_the_config(tiny_dir, tmp_path):
     """gspo (and any loss registered with the clipped-PG signature) trains GRPO when named in YAML."""
     # two mini-batches per stage: the second is off-policy, where the two losses differ (on-policy,
     # at ratio 1, GSPO's gradient equals GRPO's)
-    base = {**FAST, "model.path": str(tiny_dir), "method": "grpo", "grpo.lr": 1e-3, "trainer.num_stages": 3,
-            "grpo.mini_batch_size": 2}
+    base = {**FAST, "model.path": str(tiny_dir), "method": "grpo", "ppo.lr": 1e-3, "trainer.num_stages": 3,
+            "ppo.mini_batch_size": 2}
     parity = lambda prompt, response, answer: float(len(response) % 2)  # noqa: E731  (a reward with signal)
     ppo = satseq.train(overrides={**base, "output_dir": str(tmp_path / "ppo")}, reward_fn=parity, **QUIET)
-    gspo = satseq.train(overrides={**base, "output_dir": str(tmp_path / "gspo"), "grpo.policy_loss": "gspo"},
+    gspo = satseq.train(overrides={**base, "output_dir": str(tmp_path / "gspo"), "ppo.policy_loss": "gspo"},
                         reward_fn=parity, **QUIET)
-    assert gspo.config.grpo.policy_loss == "gspo"
+    assert gspo.config.ppo.policy_loss == "gspo"
     assert ppo.metrics[0]["rollout/episode_reward"] == gspo.metrics[0]["rollout/episode_reward"]  # same rollout
     # the off-policy mini-batch (a stage whose groups all got one reward has zero advantages: loss 0 in both)
     assert any(p["policy/loss"] != g["policy/loss"] for p, g in zip(ppo.metrics, gspo.metrics))

@@ -219,18 +219,19 @@ def test_preset_from_an_override(name, tmp_path):
     from satseq.config import save_config
 
     cfg = load_config(None, ["method=grpo", f"grpo.loss={name}"])
-    assert {k: getattr(cfg.grpo, k) for k in EXPECTED[name]} == EXPECTED[name]
+    section = {"policy_loss": cfg.ppo, "loss_agg_mode": cfg.ppo, "epsilon_low": cfg.ppo, "epsilon_high": cfg.ppo}
+    assert {k: getattr(section.get(k, cfg.grpo), k) for k in EXPECTED[name]} == EXPECTED[name]
     save_config(cfg, tmp_path / "c.yaml")  # the saved run config reads back identically
     assert load_config(tmp_path / "c.yaml") == cfg
 
 
 def test_explicit_keys_win_over_the_preset(tmp_path):
-    cfg = load_config(None, ["method=grpo", "grpo.loss=dapo", "grpo.epsilon_high=0.3", "grpo.dynamic_sampling=false"])
-    assert (cfg.grpo.epsilon_high, cfg.grpo.dynamic_sampling, cfg.grpo.loss_agg_mode) == (0.3, False, "token-mean")
+    cfg = load_config(None, ["method=grpo", "grpo.loss=dapo", "ppo.epsilon_high=0.3", "grpo.dynamic_sampling=false"])
+    assert (cfg.ppo.epsilon_high, cfg.grpo.dynamic_sampling, cfg.ppo.loss_agg_mode) == (0.3, False, "token-mean")
     p = tmp_path / "c.yaml"
-    p.write_text("method: grpo\ngrpo:\n  loss: dr_grpo\n  loss_agg_mode: token-mean\n")
+    p.write_text("method: grpo\ngrpo:\n  loss: dr_grpo\nppo:\n  loss_agg_mode: token-mean\n")
     cfg = load_config(p, ["rollout.max_new_tokens=20"])
-    assert (cfg.grpo.adv_estimator, cfg.grpo.loss_agg_mode) == ("dr_grpo", "token-mean")
+    assert (cfg.grpo.adv_estimator, cfg.ppo.loss_agg_mode) == ("dr_grpo", "token-mean")
     assert load_config(None, ["method=grpo", "grpo.loss=dapo", "rollout.max_new_tokens=20"]).grpo.overlong_buffer == 4
 
 
@@ -266,7 +267,7 @@ def test_each_preset_trains_on_the_tiny_model(name, tiny_dir, tmp_path):
 
     cfg = load_config(None, [f"model.path={tiny_dir}", "model.lora.enabled=false", "method=grpo", f"grpo.loss={name}",
                              "trainer.num_stages=2", "trainer.train_batch_size=2", "grpo.group_size=3",
-                             "grpo.mini_batch_size=3", "grpo.lr=1e-3", "rollout.max_new_tokens=6",
+                             "ppo.mini_batch_size=3", "ppo.lr=1e-3", "rollout.max_new_tokens=6",
                              "data.train_size=16", "data.eval_size=4", "threads=1", "trainer.tensorboard=false",
                              "trainer.progress=false", f"output_dir={tmp_path}", "run_name=r"])
     run = train(cfg, console=lambda *a, **k: None, reward_fn=lambda prompt, response, answer: float(len(response) % 3))

@@ -32,12 +32,12 @@ def _check(tmp_path, text):
 
 # ------------------------------------------------------------------------------ the grid
 def test_file_sweep_keys_apply_per_method_section(tmp_path):
-    cells = _check(tmp_path, HEAD + "sweep: {sat_seq.lr: [1.0e-4, 3.0e-4], grpo.lr: [1.0e-4], "
+    cells = _check(tmp_path, HEAD + "sweep: {sat_seq.lr: [1.0e-4, 3.0e-4], ppo.lr: [1.0e-4], "
                    "trainer.train_batch_size: [2, 4]}\nruns:\n  - {name: g, method: grpo}\n"
                    "  - {name: s, method: sat_seq}\n  - {name: m, method: simultaneous}\n"
                    "  - {name: plain, method: grpo, sweep: {}}\n")
     names = [c.name for c in cells]
-    assert names == ["g@grpo.lr=0.0001,trainer.train_batch_size=2", "g@grpo.lr=0.0001,trainer.train_batch_size=4",
+    assert names == ["g@ppo.lr=0.0001,trainer.train_batch_size=2", "g@ppo.lr=0.0001,trainer.train_batch_size=4",
                      "s@sat_seq.lr=0.0001,trainer.train_batch_size=2", "s@sat_seq.lr=0.0001,trainer.train_batch_size=4",
                      "s@sat_seq.lr=0.0003,trainer.train_batch_size=2", "s@sat_seq.lr=0.0003,trainer.train_batch_size=4",
                      "m@sat_seq.lr=0.0001,trainer.train_batch_size=2", "m@sat_seq.lr=0.0001,trainer.train_batch_size=4",
@@ -58,13 +58,13 @@ def test_file_sweep_keys_apply_per_method_section(tmp_path):
 BAD = [
     (HEAD + "sweep: {apo.lr: [1.0e-4]}\nruns: [{name: a, method: grpo}]\n", ":2: sweep key 'apo.lr': no run's method reads it"),
     (HEAD + "sweep:\n  grpo.lrr: [1]\nruns: [{name: a, method: grpo}]\n", ":3: run 'a': sweep grpo.lrr=1: unknown config key"),
-    (HEAD + "sweep:\n  grpo.lr: [0.1, -1]\nruns: [{name: a, method: grpo}]\n", ":3: run 'a': sweep grpo.lr=-1: config key 'grpo.lr'"),
+    (HEAD + "sweep:\n  ppo.lr: [0.1, -1]\nruns: [{name: a, method: grpo}]\n", ":3: run 'a': sweep ppo.lr=-1: config key 'ppo.lr'"),
     (HEAD + "sweep: {seed: [1, 2]}\nruns: [{name: a, method: grpo}]\n", ":2: sweep key 'seed' is set by satseq compare"),
-    (HEAD + "sweep: {grpo.lr: []}\nruns: [{name: a, method: grpo}]\n", ":2: sweep key 'grpo.lr': give a non-empty list"),
-    (HEAD + "sweep: {grpo.lr: [0.1, 0.10]}\nruns: [{name: a, method: grpo}]\n", "value 0.1 appears twice"),
+    (HEAD + "sweep: {ppo.lr: []}\nruns: [{name: a, method: grpo}]\n", ":2: sweep key 'ppo.lr': give a non-empty list"),
+    (HEAD + "sweep: {ppo.lr: [0.1, 0.10]}\nruns: [{name: a, method: grpo}]\n", "value 0.1 appears twice"),
     (HEAD + "sweep: {grpo.loss: [a/b]}\nruns: [{name: a, method: grpo}]\n", "value 'a/b': use numbers"),
     (HEAD + "runs:\n  - name: a\n    method: grpo\n    sweep: {sat_seq.lr: [0.1]}\n",
-     ":5: run 'a': sweep key 'sat_seq.lr': method 'grpo' does not read it (its update settings: grpo)"),
+     ":5: run 'a': sweep key 'sat_seq.lr': method 'grpo' does not read it (its update settings: grpo, ppo)"),
 ]
 
 
@@ -86,7 +86,7 @@ def _spec(tiny_dir, out) -> str:
         f"common: [model.path={tiny_dir}, trainer.train_batch_size=2, grpo.group_size=2, rollout.max_new_tokens=6,",
         "         data.train_size=16, data.eval_size=4, reward.custom=tests.reward_fixtures:length_parity]",
         "eval: {problems: 4, n: 2, k: 2}",
-        "sweep: {grpo.lr: [1.0e-4, 0.1]}",
+        "sweep: {ppo.lr: [1.0e-4, 0.1]}",
         "runs:",
         "  - {name: grpo, method: grpo}"]) + "\n"
 
@@ -97,7 +97,7 @@ def _compare(args, env=None):
     return warm_cli.run([sys.executable, "-m", "satseq.cli", "compare", *args], cwd=ROOT, env=env, timeout=300)
 
 
-CELLS = ("grpo@grpo.lr=0.0001", "grpo@grpo.lr=0.1")
+CELLS = ("grpo@ppo.lr=0.0001", "grpo@ppo.lr=0.1")
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,8 @@ def test_sweep_report_rows_and_figure(swept):
     md = (out / "comparison.md").read_text()
     assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "comparison.png").read_bytes()[:4] == b"\x89PNG"
-    for row in ("| **grpo@grpo.lr=0.0001** (grpo) |", "| **grpo@grpo.lr=0.1** (grpo) |", "## Sweep", "### grpo (grpo)",
-                "| `grpo.lr` | final accuracy | best (periodic eval) | collapsed seeds |", "## Stability"):
+    for row in ("| **grpo@ppo.lr=0.0001** (grpo) |", "| **grpo@ppo.lr=0.1** (grpo) |", "## Sweep", "### grpo (grpo)",
+                "| `ppo.lr` | final accuracy | best (periodic eval) | collapsed seeds |", "## Stability"):
         assert row in md, row
     data = json.loads((out / "comparison.json").read_text())
     assert data["sweep"] == {"grpo": list(CELLS)}
@@ -145,7 +145,7 @@ def test_sweep_report_rows_and_figure(swept):
         assert st["seeds"] == 2 and st["final"]["se"] is not None and st["kl_step_q99"]["mean"] >= 0
         line = next(x for x in md.splitlines() if x.startswith(f"| {'0.0001' if '0001' in cell else '0.1'} |"))
         assert f"| {st['collapsed']} / 2 |" in line
-    assert data["runs"][CELLS[0]][0]["point"] == {"grpo.lr": 1e-4}
+    assert data["runs"][CELLS[0]][0]["point"] == {"ppo.lr": 1e-4}
     # lr 0.1 on this reward moves the policy far more per stage than lr 1e-4
     lo, hi = (data["stability"][c]["kl_step_max"]["mean"] for c in CELLS)
     assert hi > lo
@@ -271,8 +271,8 @@ def test_sampled_entropy_by_hand():
 
 
 @pytest.mark.parametrize("method,extra", [("simultaneous", {"sat_seq.group_size": 2}),
-                                          ("grpo", {"grpo.group_size": 2, "grpo.ppo_epochs": 2,
-                                                    "grpo.mini_batch_size": 2})])
+                                          ("grpo", {"grpo.group_size": 2, "ppo.ppo_epochs": 2,
+                                                    "ppo.mini_batch_size": 2})])
 def test_step_kl_is_logged_only_when_asked_and_changes_no_update(tiny_dir, tmp_path, method, extra):
     import satseq
 

@@ -247,3 +247,64 @@ def test_retired_certificate_key_in_an_old_run_config_still_loads(tmp_path):
     assert cfg.sat_seq.certificate.delta == 0.1
     with pytest.raises(ConfigError, match="w_max"):
         load_config(None, ["sat_seq.certificate.w_max=2"])  # naming it is still an unknown key
+
+
+# ------------------------------------------------------------------ the shared ppo section (issue 36)
+PPO_KEYS = ("epsilon_low", "epsilon_high", "kl_coef", "loss_agg_mode", "policy_loss", "ppo_epochs", "mini_batch_size", "lr")
+
+
+@pytest.mark.parametrize("leaf", PPO_KEYS)
+def test_a_key_left_in_grpo_names_its_new_place(leaf):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["method=pag", f"grpo.{leaf}=1"])
+    assert str(e.value) == f"config key 'grpo.{leaf}' moved to 'ppo.{leaf}' (from override 'grpo.{leaf}=1')"
+
+
+def test_a_moved_key_in_a_file_names_its_line(tmp_path):
+    path = _write(tmp_path, "method: mlmt\ngrpo:\n  group_size: 2\n  kl_coef: 0.01\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == f"{path}:4: config key 'grpo.kl_coef' moved to 'ppo.kl_coef'"
+    assert "\n" not in str(e.value)
+
+
+def test_the_cli_refuses_a_moved_key_before_writing_anything(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "satseq.cli", "train", "method=grpo", "grpo.epsilon_high=0.28",
+                        f"output_dir={tmp_path / 'out'}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1] == ("error: config key 'grpo.epsilon_high' moved to 'ppo.epsilon_high' "
+                                                 "(from override 'grpo.epsilon_high=0.28')")
+    assert not (tmp_path / "out").exists()
+
+
+def test_ppo_holds_the_clipped_update_of_grpo_pag_and_mlmt():
+    from satseq.registry import get_method
+    from satseq.update.clipped_pg import PGSettings
+
+    for m in ("grpo", "pag", "mlmt"):
+        assert "ppo" in get_method(m).sections
+        cfg = load_config(None, [f"method={m}", "ppo.lr=1e-2", "ppo.epsilon_high=0.3", "ppo.mini_batch_size=4"])
+        s = PGSettings.from_config(cfg)
+        assert (cfg.ppo.lr, s.clip_high, s.mini_batch_size) == (1e-2, 0.3, 4)
+    for m in ("sat_seq", "simultaneous", "apo"):
+        assert "ppo" not in get_method(m).sections
+    # the defaults are the old grpo section's
+    d = TrainConfig(method="grpo").ppo
+    assert (d.epsilon_low, d.epsilon_high, d.kl_coef, d.loss_agg_mode, d.policy_loss, d.ppo_epochs, d.mini_batch_size,
+            d.lr) == (0.2, 0.2, 0.0, "seq-mean-token-mean", "ppo", 1, 64, 3e-5)
+
+
+def test_a_run_config_saved_before_the_move_still_loads(tmp_path):
+    """``satseq eval`` / compare's baselines read a run's own train_config.yaml, which an earlier
+    version wrote with the update's keys under grpo: they are read at their new place."""
+    old = tmp_path / "train_config.yaml"
+    old.write_text("method: mlmt\ngrpo:\n  group_size: 2\n  lr: 0.01\n  kl_coef: 0.001\n  epsilon_high: 0.28\n")
+    cfg = load_config(old, [], saved=True)
+    assert (cfg.grpo.group_size, cfg.ppo.lr, cfg.ppo.kl_coef, cfg.ppo.epsilon_high) == (2, 0.01, 0.001, 0.28)
+    with pytest.raises(ConfigError, match="moved to 'ppo.lr'"):
+        load_config(old)  # as a user's config: refused
+    with pytest.raises(ConfigError, match="moved to 'ppo.lr' \\(from override"):
+        load_config(old, ["grpo.lr=1"], saved=True)  # an override still is

@@ -99,7 +99,7 @@ def test_two_rank_lora_run_with_dropout_resumes_exactly(tiny_dir, tmp_path):
 
 @pytest.mark.numerics
 def test_grpo_lora_two_ranks_match_one(tiny_dir, tmp_path):
-    args = [f"model.path={tiny_dir}", "method=grpo", "grpo.kl_coef=0.01", "model.lora.enabled=true",
+    args = [f"model.path={tiny_dir}", "method=grpo", "ppo.kl_coef=0.01", "model.lora.enabled=true",
             "model.lora.r=4", "model.lora.dropout=0", *FAST]  # dropout masks would differ from 1 rank's
     _train([*args, f"output_dir={tmp_path}/one"])
     _train([*args, f"output_dir={tmp_path}/two"], ranks=2)

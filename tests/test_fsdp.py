@@ -142,7 +142,7 @@ def test_two_rank_checkpoint_resumes_on_one_rank(sat_runs, tiny_dir, tmp_path):
 
 @pytest.mark.numerics
 def test_fsdp2_grpo_lora_equals_one_process(tiny_dir, tmp_path):
-    args = [f"model.path={tiny_dir}", "method=grpo", "grpo.kl_coef=0.01", "model.lora.enabled=true",
+    args = [f"model.path={tiny_dir}", "method=grpo", "ppo.kl_coef=0.01", "model.lora.enabled=true",
             "model.lora.r=4", "model.lora.dropout=0", *FAST]  # dropout masks would differ from 1 process's
     _launch([*args, f"output_dir={tmp_path}/one"], 1)
     _launch([*args, "trainer.strategy=fsdp2", f"output_dir={tmp_path}/two"], 2)

@@ -193,7 +193,7 @@ def test_overrides_follow_the_same_rules():
             load_config(None, [item])
         assert part in str(exc.value) and "\n" not in str(exc.value), (item, str(exc.value))
     assert load_config(None, ["trainer.progress=no"]).trainer.progress is False
-    assert load_config(None, ["grpo.lr=1e-5"]).grpo.lr == 1e-5
+    assert load_config(None, ["ppo.lr=1e-5"]).ppo.lr == 1e-5
 
 
 def test_eval_sampling_options_must_be_finite():

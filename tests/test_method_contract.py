@@ -76,7 +76,7 @@ class ToyReinforce(Method):
 # ----------------------------------------------------------------------------- the contract
 FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2", "rollout.max_new_tokens=6",
         "data.train_size=8", "data.eval_size=4", "threads=1", "trainer.tensorboard=false",
-        "trainer.progress=false", "trainer.num_stages=2", "trainer.eval_every=2", "grpo.lr=1e-3", "sat_seq.lr=1e-3"]
+        "trainer.progress=false", "trainer.num_stages=2", "trainer.eval_every=2", "ppo.lr=1e-3", "sat_seq.lr=1e-3"]
 SPEED = {"apo": ["apo.n_samples=2"],  # settings that only make a method fast enough for a test
          "toy_reinforce": ["toy.lr=2e-3"]}  # the toy's own section, set on the command line
 # Runs this file in the child so that the toy method above is registered there too.

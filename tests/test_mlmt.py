@@ -137,7 +137,7 @@ def _episodes(tiny, pool):
 
 
 def _cfg(*extra):
-    return load_config(None, ["method=mlmt", "grpo.lr=1e-2", "grpo.mini_batch_size=4", "grpo.kl_coef=0.01", *extra])
+    return load_config(None, ["method=mlmt", "ppo.lr=1e-2", "ppo.mini_batch_size=4", "ppo.kl_coef=0.01", *extra])
 
 
 def _changed(pool, name, before):

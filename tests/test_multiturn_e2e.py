@@ -52,7 +52,7 @@ def test_pag_run_logs_dashboard_metrics_and_plots(tiny_dir, tmp_path, update):
 @pytest.mark.parametrize("share", ["none", "weights", "lora"])
 def test_mlmt_run_each_sharing_mode(tiny_dir, tmp_path, share):
     r = _train([f"model.path={tiny_dir}", "method=mlmt", f"mlmt.share={share}", "model.lora.r=4",
-                "grpo.kl_coef=0.01", "trainer.num_stages=2", "trainer.eval_every=2", *FAST,
+                "ppo.kl_coef=0.01", "trainer.num_stages=2", "trainer.eval_every=2", *FAST,
                 f"output_dir={tmp_path}", "run_name=m"])
     assert r.returncode == 0, r.stderr
     run = tmp_path / "m"
@@ -202,7 +202,7 @@ def test_sbatch_argument_handling_and_ray_plumbing(tmp_path):
 
 @pytest.mark.parametrize("method", ["mlmt", "pag"])
 def test_multiturn_run_resumes_exactly_after_a_kill(tiny_dir, tmp_path, method):
-    common = [f"model.path={tiny_dir}", f"method={method}", "grpo.kl_coef=0.01", "trainer.num_stages=3", *FAST]
+    common = [f"model.path={tiny_dir}", f"method={method}", "ppo.kl_coef=0.01", "trainer.num_stages=3", *FAST]
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
     full = _train([*common, f"output_dir={tmp_path}/a"])
     assert full.returncode == 0, full.stderr

@@ -6,7 +6,7 @@ import json
 from typer.testing import CliRunner
 
 TINY = ["data.eval_size=6", "trainer.train_batch_size=2", "sat_seq.group_size=2", "grpo.group_size=2",
-        "sat_seq.mini_batch_size=4", "grpo.mini_batch_size=4", "rollout.max_new_tokens=6",
+        "sat_seq.mini_batch_size=4", "ppo.mini_batch_size=4", "rollout.max_new_tokens=6",
         "sat_seq.certificate.prompts=4", "trainer.progress=false"]
 
 

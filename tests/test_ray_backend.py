@@ -144,7 +144,7 @@ def test_grpo_on_a_ray_actor_matches_the_local_run(cluster, tiny_dir, tmp_path):
     from satseq.loop import train
 
     quiet = lambda *a, **k: None  # noqa: E731
-    args = ["method=grpo", "trainer.num_stages=2", "grpo.kl_coef=0.01", "run_name=g"]
+    args = ["method=grpo", "trainer.num_stages=2", "ppo.kl_coef=0.01", "run_name=g"]
     local = train(_cfg(tiny_dir, tmp_path / "l", *args), console=quiet)
     remote = train(_cfg(tiny_dir, tmp_path / "r", *args, "trainer.backend=ray"), console=quiet)
     _same_metrics(_metrics(local), _metrics(remote))

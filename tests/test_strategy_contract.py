@@ -85,7 +85,7 @@ class TwoHalves(Strategy):
 
 FAST = ["trainer.train_batch_size=4", "grpo.group_size=2", "data.train_size=8",
         "data.eval_size=4", "threads=1", "trainer.tensorboard=false", "trainer.progress=false",
-        "trainer.num_stages=2", "grpo.lr=1e-3", "method=grpo", "reward.custom=tests.reward_fixtures:length_parity",
+        "trainer.num_stages=2", "ppo.lr=1e-3", "method=grpo", "reward.custom=tests.reward_fixtures:length_parity",
         "rollout.max_new_tokens=8"]
 DRIVER = ("import importlib.util, os, sys; sys.path.insert(0, os.path.dirname(sys.argv[1])); "
           "s = importlib.util.spec_from_file_location('strategy_contract', sys.argv[1]); "

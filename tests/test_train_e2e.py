@@ -54,7 +54,7 @@ def test_sat_seq_run_writes_outputs_and_resumes_exactly_after_a_kill(tiny_dir, t
 
 
 def test_grpo_run(tiny_dir, tmp_path):
-    r = _train([f"model.path={tiny_dir}", "method=grpo", "trainer.num_stages=2", "grpo.kl_coef=0.01", *FAST,
+    r = _train([f"model.path={tiny_dir}", "method=grpo", "trainer.num_stages=2", "ppo.kl_coef=0.01", *FAST,
                 f"output_dir={tmp_path}", "run_name=g"])
     assert r.returncode == 0, r.stderr
     rows = _metrics(tmp_path / "g")

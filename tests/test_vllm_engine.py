@@ -241,7 +241,7 @@ def _stage_weights(run_dir):
 
 FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2", "rollout.max_new_tokens=6",
         "data.train_size=8", "data.eval_size=4", "trainer.tensorboard=false", "trainer.progress=false",
-        "trainer.num_stages=2", "trainer.eval_every=2", "grpo.lr=1e-3", "sat_seq.lr=1e-3", "rollout.engine=vllm",
+        "trainer.num_stages=2", "trainer.eval_every=2", "ppo.lr=1e-3", "sat_seq.lr=1e-3", "rollout.engine=vllm",
         # the certificate's batch (256 prompts by default) through vLLM's CPU LoRA kernels was half of each
         # SAT-Seq run here; 8 prompts still certify before the first stage and after the last, on the engine
         "sat_seq.certificate.prompts=8"]

@@ -40,9 +40,9 @@ def test_both_configs_derive_from_one_settings_object_and_agree(bench, case):
     assert trl["per_device_train_batch_size"] * trl["gradient_accumulation_steps"] * trl["steps_per_generation"] == per_step
     assert sat["grpo.group_size"] == trl["num_generations"] == s.group_size
     assert sat["rollout.max_new_tokens"] == trl["max_completion_length"] == s.max_new_tokens
-    assert sat["grpo.lr"] == trl["learning_rate"] == s.lr and trl["lr_scheduler_type"] == "constant"
-    assert sat["grpo.mini_batch_size"] >= per_step and sat["grpo.ppo_epochs"] == 1 and trl["num_iterations"] == 1
-    assert sat["grpo.kl_coef"] == trl["beta"] == 0.0
+    assert sat["ppo.lr"] == trl["learning_rate"] == s.lr and trl["lr_scheduler_type"] == "constant"
+    assert sat["ppo.mini_batch_size"] >= per_step and sat["ppo.ppo_epochs"] == 1 and trl["num_iterations"] == 1
+    assert sat["ppo.kl_coef"] == trl["beta"] == 0.0
     assert sat["seed"] == trl["seed"] == 3 and sat["trainer.num_stages"] == trl["max_steps"] == 5
     if case == "smollm2":
         assert sat["model.lora.enabled"] and lora is not None
@@ -59,7 +59,7 @@ def test_a_changed_setting_reaches_both_configs(bench):
     sat, trl, lora = _derived(bench, s)
     assert [name for name, a, b in bench.agreement(sat, trl, lora) if a != b] == []
     assert (sat["trainer.train_batch_size"], sat["grpo.group_size"], trl["per_device_train_batch_size"]) == (3, 6, 18)
-    assert (sat["grpo.lr"], trl["learning_rate"], trl["max_completion_length"]) == (7e-4, 7e-4, 17)
+    assert (sat["ppo.lr"], trl["learning_rate"], trl["max_completion_length"]) == (7e-4, 7e-4, 17)
     assert (sat["model.lora.r"], lora["r"], lora["lora_dropout"], lora["target_modules"]) == (4, 4, 0.1, ["q_proj"])
 
 
@@ -83,7 +83,7 @@ def test_satseq_overrides_validate_as_an_on_policy_grpo_config(bench, tmp_path):
     cfg = load(None, bench.satseq_overrides(s, seed=0, output_dir=str(tmp_path), run_name="x"))
     assert cfg.method == "grpo" and cfg.trainer.train_batch_size == 8 and cfg.grpo.group_size == 4
     assert cfg.model.lora.enabled is True and cfg.model.lora.r == 16 and cfg.rollout.stop == ["\n"]
-    assert is_on_policy(PGSettings.from_grpo(cfg), s.prompts_per_step * s.group_size)
+    assert is_on_policy(PGSettings.from_config(cfg), s.prompts_per_step * s.group_size)
 
 
 def test_trl_accepts_the_derived_config(bench, tmp_path):

@@ -99,7 +99,7 @@ def tables(data: dict) -> str:
         runs = [(f"{task}_{m}", label) for m, label in METHODS if f"{task}_{m}" in sweep]
         if not runs:
             continue
-        out += [f"**{task}** — the grid (every method, the same learning rates; `sat_seq.lr` / `grpo.lr`)", "", HEAD]
+        out += [f"**{task}** — the grid (every method, the same learning rates; `sat_seq.lr` / `ppo.lr`)", "", HEAD]
         for run, label in runs:
             for cell in sweep[run]:
                 out.append(row(label, cell.split("=", 1)[1], cell))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 COMMON = ["data.train_size=100", "trainer.save_every=0",
           "trainer.export_pt=false", "trainer.progress=false", "trainer.tensorboard=false", "resume=false"]
-GRPO = ["method=grpo", "trainer.num_stages=50", "trainer.train_batch_size=8", "grpo.group_size=4", "grpo.lr=3e-5", "grpo.mini_batch_size=16"]
+GRPO = ["method=grpo", "trainer.num_stages=50", "trainer.train_batch_size=8", "grpo.group_size=4", "ppo.lr=3e-5", "ppo.mini_batch_size=16"]
 APO = ["method=apo", "trainer.num_stages=25", "trainer.train_batch_size=16", "apo.n_samples=4", "apo.beta1=0", "apo.beta2=0.1",
        "apo.lr=3e-5", "apo.mini_batch_size=4"]
 

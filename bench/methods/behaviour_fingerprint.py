@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2", "rollout.max_new_tokens=6",
         "data.train_size=8", "data.eval_size=4", "threads=1", "trainer.tensorboard=false",
-        "trainer.progress=false", "trainer.num_stages=2", "trainer.eval_every=2", "grpo.lr=1e-3", "sat_seq.lr=1e-3",
+        "trainer.progress=false", "trainer.num_stages=2", "trainer.eval_every=2", "ppo.lr=1e-3", "sat_seq.lr=1e-3",
         "sat_seq.certificate.prompts=4", "sat_seq.certificate.samples=2", "apo.n_samples=2", "run_name=r"]
 LAYOUTS = {"local": (1, []), "lora": (1, ["model.lora.enabled=true"]),
            "replicate": (2, ["trainer.strategy=replicate"]), "fsdp2": (2, ["trainer.strategy=fsdp2"]),

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 PRESET = ["trainer.train_batch_size=8", "sat_seq.group_size=4", "grpo.group_size=4", "sat_seq.lr=3e-5",
-          "grpo.lr=3e-5", "sat_seq.mini_batch_size=16", "grpo.mini_batch_size=16", "sat_seq.scheduler=random",
+          "ppo.lr=3e-5", "sat_seq.mini_batch_size=16", "ppo.mini_batch_size=16", "sat_seq.scheduler=random",
           "data.eval_size=200", "trainer.export_pt=false",
           "sat_seq.certificate.prompts=0", "trainer.progress=false", "trainer.eval_every=0"]
 TASKS = {"relay": [], "chain": ["data.embedded_task=chain", "reward.own=0.0", "reward.team=1.0"]}

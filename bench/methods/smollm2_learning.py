@@ -60,7 +60,7 @@ def main(argv=None) -> None:
     out = Path(args.out)
     rows = []
     for run in map(Path, args.runs):
-        cfg = load_config(run / "train_config.yaml", [])
+        cfg = load_config(run / "train_config.yaml", [], saved=True)
         warm = warm_start_run(run, out)
         rows_run = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
         stats = rows_run[-1]

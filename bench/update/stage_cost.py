@@ -24,7 +24,7 @@ from pathlib import Path
 COMMON = ["trainer.save_every=0", "trainer.export_pt=false", "trainer.progress=false", "trainer.tensorboard=false",
           "resume=false", "threads=1", "rollout.max_new_tokens=48", "data.eval_size=10"]
 METHODS = {
-    "grpo": ["method=grpo", "grpo.group_size=4", "grpo.lr=3e-5"],
+    "grpo": ["method=grpo", "grpo.group_size=4", "ppo.lr=3e-5"],
     "sat_seq": ["method=sat_seq", "sat_seq.group_size=4", "sat_seq.lr=3e-5", "sat_seq.certificate.prompts=0"],
 }
 

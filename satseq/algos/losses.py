@@ -24,7 +24,7 @@ whose value is ``s_i`` at every token and whose gradient is GSPO's.
 ``advantages`` may be ``[B]`` (broadcast to tokens) or ``[B, T]``.
 
 **The clipped policy-gradient loss signature** (every loss an updater selects by name through
-``grpo.policy_loss`` or ``sat_seq.policy_loss``; registering a function with it is enough to use
+``ppo.policy_loss`` or ``sat_seq.policy_loss``; registering a function with it is enough to use
 it from YAML)::
 
     loss_fn(logp, old_logp, advantages, mask, *, clip_low, clip_high, agg_mode,

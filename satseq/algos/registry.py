@@ -8,7 +8,7 @@ Every estimator and loss is a pure tensor function registered under a short name
     @register_loss("ppo")
     def ppo_clip_loss(logp, old_logp, advantages, mask, ...): ...
 
-Configs name them (``grpo.adv_estimator``, ``grpo.policy_loss``, ``sat_seq.policy_loss``,
+Configs name them (``grpo.adv_estimator``, ``ppo.policy_loss``, ``sat_seq.policy_loss``,
 ``apo.loss``), the config loader checks the names (:func:`check_name`), and updaters look them up
 with :func:`get_adv` / :func:`get_loss`; an unknown name is a one-line
 :class:`~satseq.errors.ConfigError` that lists the known names. A loss has a kind:

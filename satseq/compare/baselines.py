@@ -135,7 +135,7 @@ def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list
     info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
     if info.get("mode") not in ("full", "lora"):
         return None
-    cfg = load_config(run_dir / "train_config.yaml", [])
+    cfg = load_config(run_dir / "train_config.yaml", [], saved=True)
     method = get_method(cfg.method)
     spec = method.agents(cfg)
     if list(spec.names) != list(info["agents"]):

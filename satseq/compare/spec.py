@@ -6,7 +6,7 @@
     threads: 1                             # torch threads per run and per evaluation
     common: [trainer.train_batch_size=8]   # overrides for every run (a list of key=value, or a mapping)
     eval: {problems: 200, n: 4, k: 4, temperature: 1.0}
-    sweep: {sat_seq.lr: [3e-5, 1e-4], grpo.lr: [3e-5, 1e-4]}   # optional: a grid crossed with the seeds
+    sweep: {sat_seq.lr: [3e-5, 1e-4], ppo.lr: [3e-5, 1e-4]}   # optional: a grid crossed with the seeds
     runs:
       - {name: grpo, method: grpo}
       - {name: dr_grpo, method: grpo, overrides: [grpo.loss=dr_grpo]}
@@ -15,8 +15,8 @@
 
 **Sweeps.** A run's grid is its own ``sweep`` if it names one, else the file's. A key under a method's
 update sections (:attr:`satseq.methods.base.Method.update_sections`: ``sat_seq`` and
-``algorithm.kl_ctrl`` for SAT-Seq, ``sat_seq`` for the simultaneous update, ``grpo`` for GRPO, ...)
-applies only to the runs whose method lists that section; any other key (``trainer.*``,
+``algorithm.kl_ctrl`` for SAT-Seq, ``sat_seq`` for the simultaneous update, ``grpo`` and ``ppo`` for
+GRPO, ...) applies only to the runs whose method lists that section; any other key (``trainer.*``,
 ``rollout.*``, ...) to every run. In the file's ``sweep`` a key no run's method reads is an error; in
 a run's own, a key of another method's section is. Every grid point of a run is a :class:`Cell`,
 named ``<run>@<key>=<value>[,<key>=<value>...]`` (its directories ``<cell>_seed<seed>``), whose

@@ -8,6 +8,7 @@ from satseq.config.schema import (
     KLCtrlConfig,
     LoraConfig,
     ModelConfig,
+    PPOConfig,
     RewardConfig,
     RolloutConfig,
     TrainConfig,
@@ -15,6 +16,6 @@ from satseq.config.schema import (
 )
 
 __all__ = [
-    "AlgorithmConfig", "DataConfig", "KLCtrlConfig", "LoraConfig", "ModelConfig", "RewardConfig", "RolloutConfig",
-    "TrainConfig", "TrainerConfig", "dump_config", "load_config", "save_config",
+    "AlgorithmConfig", "DataConfig", "KLCtrlConfig", "LoraConfig", "ModelConfig", "PPOConfig", "RewardConfig",
+    "RolloutConfig", "TrainConfig", "TrainerConfig", "dump_config", "load_config", "save_config",
 ]

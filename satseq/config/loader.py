@@ -4,6 +4,8 @@ Every problem is a one-line :class:`~satseq.errors.ConfigError`:
 
 - ``cfg.yaml:7: invalid YAML: mapping values are not allowed here``
 - ``unknown config key 'sat_seq.foo' (in cfg.yaml); did you mean 'sat_seq.epsilon'?``
+- ``cfg.yaml:7: config key 'grpo.epsilon_high' moved to 'ppo.epsilon_high'`` (a key a method's section
+  gave up, :attr:`satseq.methods.base.Method.moved_keys`)
 - ``config key 'sat_seq.epsilon': Input should be a valid number (got 'abc')``
 """
 from __future__ import annotations
@@ -289,20 +291,27 @@ def _validation_message(err: ValidationError, source: str, override_keys: dict[s
 
 
 # ------------------------------------------------------------------------------------- public
-def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = ()) -> TrainConfig:
+def load_config(path: Optional[str | os.PathLike], overrides: Iterable[str] = (), *,
+                saved: bool = False) -> TrainConfig:
     """Read ``path`` (None = all defaults), apply ``key.sub=value`` overrides, validate.
 
     Override values are parsed as YAML (``3``, ``1.5e-5``, ``true``, ``[a, b]``, ``null``); list
     items are addressed by index (``sat_seq.agents.0.path=/x``; one past the end appends). Raises
-    :class:`ConfigError` with a one-line message naming the file/line or the config key.
+    :class:`ConfigError` with a one-line message naming the file/line or the config key. A key left
+    at a place it moved from (:attr:`~satseq.methods.base.Method.moved_keys`) is such an error, naming
+    its new place. ``saved``: ``path`` is a run's own ``train_config.yaml``, which an earlier version
+    may have written; its moved keys are read at their new place (an override's still are errors).
     """
     source = str(path) if path is not None else "defaults"
     key_lines: dict[str, int] = {}
     data: dict = _drop_retired(_read_yaml(Path(path), key_lines)) if path is not None else {}
+    if saved:
+        _move_keys(data)
     override_keys: dict[str, str] = {}
     for item in overrides:
         key = _apply_override(data, str(item))
         override_keys[key] = str(item)
+    _refuse_moved(data, source, override_keys, key_lines)
     try:
         cfg = train_config_model().model_validate(data)
     except ValidationError as e:
@@ -323,6 +332,59 @@ def _drop_retired(data: dict) -> dict:
         if isinstance(node, dict):
             node.pop(path[-1], None)
     return data
+
+
+def moved_keys() -> dict[str, str]:
+    """Old dotted key -> its new place, of every registered method
+    (:attr:`~satseq.methods.base.Method.moved_keys`)."""
+    from satseq.registry import METHODS, discover
+
+    discover()
+    out: dict[str, str] = {}
+    for m in list(METHODS.values()):
+        out.update(m.moved_keys)
+    return out
+
+
+def _node_of(data: dict, dotted: str, create: bool = False) -> tuple[Optional[dict], str]:
+    """(the mapping holding the last part of ``dotted``, that part); None when a parent is missing or
+    not a mapping (``create``: missing parents become empty mappings)."""
+    *parents, leaf = dotted.split(".")
+    node: Any = data
+    for p in parents:
+        if create and isinstance(node, dict) and node.get(p) is None:
+            node[p] = {}
+        node = node.get(p) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), leaf
+
+
+def _move_keys(data: dict) -> None:
+    """A saved config written before a key moved: its value goes to the new place (unless that is set)."""
+    for old, new in moved_keys().items():
+        node, leaf = _node_of(data, old)
+        if node is None or leaf not in node:
+            continue
+        value = node.pop(leaf)
+        dest, new_leaf = _node_of(data, new, create=True)
+        if dest is not None:
+            dest.setdefault(new_leaf, value)
+
+
+def _refuse_moved(data: dict, source: str, override_keys: dict[str, str], key_lines: dict[str, int]) -> None:
+    """One line naming a key set at a place it moved from (an override's first, else the file's
+    first), and its new place."""
+    hits = []
+    for old, new in moved_keys().items():
+        node, leaf = _node_of(data, old)
+        if node is None or leaf not in node:
+            continue
+        origin = next((item for k, item in override_keys.items() if k == old or k.startswith(old + ".")), None)
+        if origin is not None:
+            raise ConfigError(f"config key {old!r} moved to {new!r} (from override {origin!r})")
+        hits.append((key_lines.get(old, 0), old, new))
+    if hits:
+        line, old, new = min(hits)
+        raise ConfigError(f"{source}{f':{line}' if line else ''}: config key {old!r} moved to {new!r}")
 
 
 def split_config_args(args: list[str]) -> tuple[str | None, list[str]]:

@@ -5,9 +5,11 @@ key), and every field has a type, a default and a one-line description. The seed
 ``config/sat_seq.yaml`` (sections ``algorithm`` and ``sat_seq``) loads into :class:`TrainConfig`
 unchanged; every other section is optional and falls back to the defaults below.
 
-The common sections (model, data, rollout, algorithm, reward, trainer) are defined here. A method's
-own section is declared by the method (``Method.config_section = ("<key>", <Section class>)``, the
-class in ``satseq/methods/<name>/config.py``) and mounted through the registry: :func:`train_config_model`
+The common sections (model, data, rollout, algorithm, ppo, reward, trainer) are defined here; ``ppo``
+holds the clipped policy-gradient update that several methods share (each lists it in its
+``Method.update_sections``). A method's own section is declared by the method
+(``Method.config_section = ("<key>", <Section class>)``, the class in
+``satseq/methods/<name>/config.py``) and mounted through the registry: :func:`train_config_model`
 builds the whole model with pydantic's ``create_model`` after :func:`satseq.registry.discover`, and
 builds it again when a method registered later (a test file, a user's package) brings a new section.
 This module names no method. ``method`` names a registered method (default: the one registered as
@@ -115,9 +117,13 @@ class RolloutConfig(Section):
 
 # ----------------------------------------------------------------------------------- algorithm
 class KLCtrlConfig(Section):
-    """``algorithm.kl_ctrl``: SAT-Seq's quantile-KL check on each proposed step, and what a failed check does."""
+    """``algorithm.kl_ctrl``: the quantile-KL check on each proposed step, and what a failed check does.
+    Read by the block-coordinate update of method=sat_seq only (its stage coordinator, local or in Ray
+    actors); the simultaneous update, the shared policy and the clipped update of ``ppo`` have no
+    such check and ignore it. It stays in the common ``algorithm`` section, where the seed's
+    configs put it."""
 
-    kl_coef: float = Field(0.001, ge=0.0, description="initial KL penalty coefficient beta")
+    kl_coef: float = Field(0.001, ge=0.0, description="initial KL penalty coefficient beta of the proposal's KL term (method=sat_seq only; the clipped update's KL-to-reference coefficient is ppo.kl_coef)")
     target_kl: float = Field(0.05, gt=0.0, description="target KL divergence threshold delta")
     quantile: float = Field(0.99, gt=0.0, lt=1.0, description="quantile level for the KL check (1 - alpha), 0<q<1")
     estimator: KLEstimator = Field("exact", description="per-state KL used by the quantile check")
@@ -131,7 +137,28 @@ class AlgorithmConfig(Section):
 
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="discount factor for return computation")
     lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda")
-    kl_ctrl: KLCtrlConfig = Field(default_factory=KLCtrlConfig, description="quantile-KL trust-region control")
+    kl_ctrl: KLCtrlConfig = Field(default_factory=KLCtrlConfig, description="quantile-KL trust-region control of method=sat_seq's block-coordinate update (no other method reads it)")
+
+
+# ----------------------------------------------------------------------------------------- ppo
+class PPOConfig(Section):
+    """``ppo``: the clipped policy-gradient update (:mod:`satseq.update.clipped_pg`) shared by the
+    methods that list ``ppo`` in their ``update_sections``: GRPO and its presets, PAG (with
+    ``pag.update=grpo``) and MLMT-RL (both roles). The per-token clipped surrogate
+    ``min(r A, clip(r, 1-eps_low, 1+eps_high) A)`` (or another registered clipped loss), its
+    aggregation, the KL-to-reference penalty, the epochs, mini-batches and learning rate. GRPO's
+    baseline presets (``grpo.loss``) fill the keys left unset; SAT-Seq, its simultaneous update and
+    A*-PO keep their own update settings in their sections."""
+
+    epsilon_low: float = Field(0.2, ge=0.0, description="lower clip range of the ratio (1 - eps_low)")
+    epsilon_high: float = Field(0.2, ge=0.0, description="upper clip range of the ratio (1 + eps_high)")
+    kl_coef: float = Field(0.0, ge=0.0, description="KL-to-reference penalty coefficient (k3, 0 = none; keeps a reference copy of the policy when > 0)")
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = Field(
+        "seq-mean-token-mean", description="how token losses are aggregated into the batch loss (verl's agg_loss; seq-mean-token-sum-norm divides by rollout.max_new_tokens, Dr. GRPO)")
+    policy_loss: str = Field("ppo", description="clipped policy-gradient loss from the registry (satseq.algos: ppo, gspo, ...)")
+    ppo_epochs: int = Field(1, ge=1, description="passes over the rollouts per update")
+    mini_batch_size: int = Field(64, ge=1, description="sequences per optimizer step")
+    lr: float = Field(3e-5, gt=0.0, description="learning rate (AdamW)")
 
 
 # -------------------------------------------------------------------------------------- reward
@@ -209,6 +236,7 @@ class TrainConfigBase(Section):
     data: DataConfig = Field(default_factory=DataConfig, description="datasets")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="generation")
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="returns and KL control")
+    ppo: PPOConfig = Field(default_factory=PPOConfig, description="the clipped policy-gradient update shared by several methods")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="reward shaping")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="training loop, checkpoints, logging")
 
@@ -333,6 +361,7 @@ class TrainConfig(metaclass=_CurrentModel):
 
 
 __all__ = [
-    "ActorPlacement", "AlgorithmConfig", "DataConfig", "KLCtrlConfig", "LoraConfig", "ModelConfig", "RewardConfig",
-    "RolloutConfig", "TrainConfig", "TrainConfigBase", "TrainerConfig", "method_sections", "train_config_model",
+    "ActorPlacement", "AlgorithmConfig", "DataConfig", "KLCtrlConfig", "LoraConfig", "ModelConfig", "PPOConfig",
+    "RewardConfig", "RolloutConfig", "TrainConfig", "TrainConfigBase", "TrainerConfig", "method_sections",
+    "train_config_model",
 ]

@@ -141,7 +141,7 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
         raise SatseqError(f"{run_dir / 'run_info.json'}: no 'agents' list")
     cfg_file = run_dir / "train_config.yaml"
     method = method_of(run_dir)
-    cfg = load_config(cfg_file, []) if cfg_file.is_file() else finalize(TrainConfig(method=method.name))
+    cfg = load_config(cfg_file, [], saved=True) if cfg_file.is_file() else finalize(TrainConfig(method=method.name))
     if info.get("mode") in ("full", "lora"):
         cfg.model.lora.enabled = info["mode"] == "lora"
     if info.get("base_model") and cfg.model.path != info["base_model"]:

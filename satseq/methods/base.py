@@ -75,6 +75,9 @@ class Method:
                                            # mounted on the config as `<key>` (satseq.config.schema.train_config_model)
     exclusive_keys: dict[str, Any] = {}    # dotted keys of its section only it (and its subclasses) reads ->
                                            # their "off" value; another method with one set is a ConfigError
+    moved_keys: dict[str, str] = {}        # dotted keys that left its section -> where they are now: setting
+                                           # one is a one-line ConfigError naming the new key; a run's saved
+                                           # train_config.yaml written before is read with them moved
     is_default: bool = False               # `method` defaults to it (read from the class itself, not inherited)
     warm_start_stem: Optional[str] = None  # its own embedded warm start's directory stem (`satseq sft --task
                                            # <name>` builds it with ensure_warm_start); None: the base one

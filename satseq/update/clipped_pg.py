@@ -50,8 +50,9 @@ class PGSettings:
     correction: EngineCorrection = EngineCorrection()  # rollout.is_correction: the engine-mismatch TIS weight
 
     @classmethod
-    def from_grpo(cls, cfg) -> "PGSettings":
-        g = cfg.grpo
+    def from_config(cls, cfg) -> "PGSettings":
+        """The common ``ppo`` section's settings (with ``trainer``'s and ``rollout``'s that apply)."""
+        g = cfg.ppo
         return cls(epochs=g.ppo_epochs, mini_batch_size=g.mini_batch_size, clip_low=g.epsilon_low,
                    clip_high=g.epsilon_high, agg_mode=g.loss_agg_mode, kl_coef=g.kl_coef,
                    grad_clip=cfg.trainer.grad_clip, temperature=policy_temperature(cfg), loss=g.policy_loss,

@@ -131,7 +131,7 @@ add("data_not_a_list.json", j({"data": "rows.jsonl"}), D, "error", ["expected a 
 add("not_parquet.parquet", "problem,answer\n1+1,2\n", D, "error", ["cannot read parquet"])
 
 # ------------------------------------------------------------------------ configs: accepted
-add("ok_config.yaml", "method: grpo\nalgorithm:\n  gamma: 0.9\ngrpo:\n  lr: 1e-5\ntrainer:\n  progress: yes\n", C, "ok",
+add("ok_config.yaml", "method: grpo\nalgorithm:\n  gamma: 0.9\nppo:\n  lr: 1e-5\ntrainer:\n  progress: yes\n", C, "ok",
     note="YAML 1.1 booleans are fine for boolean keys; 1e-5 is a number")
 add("ok_bom_crlf.yaml", "\ufeffalgorithm:\r\n  gamma: 0.5\r\n", C, "ok")
 add("ok_anchors.yaml", "sat_seq:\n  agents:\n    - &a {name: agent_1, path: embedded}\n    - <<: *a\n      name: agent_2\n", C, "ok",
@@ -145,7 +145,7 @@ add("bool_int.yaml", "trainer:\n  num_stages: on\n", C, "error", ["trainer.num_s
 add("bool_in_list.yaml", "sat_seq:\n  certificate:\n    prompts: false\n", C, "error", ["sat_seq.certificate.prompts", "boolean"], line=3)
 add("inf_clip.yaml", "sat_seq:\n  A_clip: .inf\n", C, "error", ["sat_seq.A_clip", "finite", ".inf"], line=2)
 add("nan_gamma.yaml", "algorithm:\n  gamma: .NaN\n", C, "error", ["algorithm.gamma", "finite"], line=2)
-add("overflow_float.yaml", "grpo:\n  lr: 1.0e+999\n", C, "error", ["grpo.lr", "finite"], line=2)
+add("overflow_float.yaml", "ppo:\n  lr: 1.0e+999\n", C, "error", ["ppo.lr", "finite"], line=2)
 add("nan_string.yaml", "algorithm:\n  gamma: 'nan'\n", C, "error", ["algorithm.gamma", "finite"])
 add("dup_key_top.yaml", "seed: 1\nalgorithm:\n  gamma: 0.9\nseed: 2\n", C, "error", ["duplicate key 'seed'"], line=4)
 add("dup_key_nested.yaml", "algorithm:\n  gamma: 0.9\n  lam: 0.9\n  gamma: 0.8\n", C, "error", ["duplicate key 'gamma'"], line=4)

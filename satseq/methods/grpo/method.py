@@ -3,7 +3,7 @@ clipped policy-gradient update (:mod:`satseq.methods.grpo.updater`). Every defau
 :class:`~satseq.methods.base.Method` is GRPO's.
 
 ``grpo.loss`` names a baseline preset (:mod:`satseq.methods.grpo.presets`: grpo, dr_grpo, dapo,
-gspo, rloo, reinforce_pp) that fills the ``grpo`` keys left unset; DAPO's two rollout-side parts
+gspo, rloo, reinforce_pp) that fills the ``grpo`` and ``ppo`` keys left unset; DAPO's two rollout-side parts
 live here: the soft overlong penalty added in :meth:`GRPO.assign_rewards`
 (``grpo.overlong_buffer``) and dynamic sampling in :meth:`GRPO.collect`
 (``grpo.dynamic_sampling``, :mod:`satseq.methods.grpo.dynamic_sampling`)."""
@@ -21,8 +21,12 @@ class GRPO(Method):
     title = "GRPO"
     owns_workflow = True
     config_section = ("grpo", GRPOConfig, "GRPO baseline")
+    update_sections = ("grpo", "ppo")  # its own (advantages, DAPO's parts) and the clipped update's
     # DAPO's rollout-side parts and the presets: only GRPO reads them (another method setting one is an error)
     exclusive_keys = {"grpo.loss": "grpo", "grpo.dynamic_sampling": False, "grpo.overlong_buffer": 0}
+    # the clipped update's settings, shared with PAG and MLMT-RL, moved to the common ppo section (issue 36)
+    moved_keys = {f"grpo.{k}": f"ppo.{k}" for k in ("epsilon_low", "epsilon_high", "kl_coef", "loss_agg_mode",
+                                                      "policy_loss", "ppo_epochs", "mini_batch_size", "lr")}
     ray_updater = "whole"  # trainer.backend=ray: the updater in the policy's actor (satseq/scale/ray_updaters.py)
 
     def defaults(self, cfg) -> dict:
@@ -34,7 +38,7 @@ class GRPO(Method):
         from satseq.algos import check_name
 
         check_name("grpo.adv_estimator", cfg.grpo.adv_estimator, kind="adv", of="outcome")
-        check_name("grpo.policy_loss", cfg.grpo.policy_loss, kind="clipped_pg")
+        check_name("ppo.policy_loss", cfg.ppo.policy_loss, kind="clipped_pg")  # the shared update's, for every method
 
     def check(self, cfg) -> None:
         if cfg.grpo.overlong_buffer > cfg.rollout.max_new_tokens:

@@ -1,9 +1,11 @@
 """Baseline presets: ``grpo.loss=<name>`` sets a paper's settings in one override.
 
-A preset fills the ``grpo`` keys the user left unset (the same "unset" rule as
+A preset fills the keys the user left unset, GRPO's own (``grpo.adv_estimator``,
+``grpo.dynamic_sampling``, ``grpo.overlong_buffer``) and the update's (``ppo.policy_loss``,
+``ppo.loss_agg_mode``, ``ppo.epsilon_low``, ``ppo.epsilon_high``) (the same "unset" rule as
 :attr:`satseq.methods.base.Method.config_defaults`, applied by
 :func:`satseq.config.loader.finalize`); a key set in YAML or by an override always wins, so
-``grpo.loss=dapo grpo.epsilon_high=0.3`` is DAPO with another upper clip.
+``grpo.loss=dapo ppo.epsilon_high=0.3`` is DAPO with another upper clip.
 
 =============  ==============  ===========  ========================  ===========  ===============================
 preset         adv_estimator   policy_loss  loss_agg_mode             eps low/high extras
@@ -31,7 +33,7 @@ reinforce_pp   reinforce_pp    ppo          token-mean                0.2 / 0.2
 - ``reinforce_pp``: REINFORCE++-baseline (Hu et al. 2025, arXiv 2501.03262): group-mean baseline,
   global batch normalisation, PPO clip, token-level loss.
 
-``grpo.kl_coef`` is not part of any preset (default 0: no KL term, as Dr. GRPO and DAPO).
+``ppo.kl_coef`` is not part of any preset (default 0: no KL term, as Dr. GRPO and DAPO).
 """
 from __future__ import annotations
 
@@ -39,18 +41,18 @@ from typing import Any, Callable
 
 from satseq.errors import ConfigError
 
-_PPO = {"policy_loss": "ppo", "epsilon_low": 0.2, "epsilon_high": 0.2}
+_PPO = {"ppo.policy_loss": "ppo", "ppo.epsilon_low": 0.2, "ppo.epsilon_high": 0.2}
 
-# name -> function of the config giving {grpo key: value}
+# name -> function of the config giving {dotted key: value}
 PRESETS: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "grpo": lambda cfg: {**_PPO, "adv_estimator": "grpo", "loss_agg_mode": "seq-mean-token-mean"},
-    "dr_grpo": lambda cfg: {**_PPO, "adv_estimator": "dr_grpo", "loss_agg_mode": "seq-mean-token-sum-norm"},
-    "dapo": lambda cfg: {**_PPO, "adv_estimator": "grpo", "loss_agg_mode": "token-mean", "epsilon_high": 0.28,
-                         "dynamic_sampling": True, "overlong_buffer": cfg.rollout.max_new_tokens // 5},
-    "gspo": lambda cfg: {"adv_estimator": "grpo", "policy_loss": "gspo", "loss_agg_mode": "seq-mean-token-mean",
-                         "epsilon_low": 3e-4, "epsilon_high": 4e-4},
-    "rloo": lambda cfg: {**_PPO, "adv_estimator": "rloo", "loss_agg_mode": "seq-mean-token-sum"},
-    "reinforce_pp": lambda cfg: {**_PPO, "adv_estimator": "reinforce_pp", "loss_agg_mode": "token-mean"},
+    "grpo": lambda cfg: {**_PPO, "grpo.adv_estimator": "grpo", "ppo.loss_agg_mode": "seq-mean-token-mean"},
+    "dr_grpo": lambda cfg: {**_PPO, "grpo.adv_estimator": "dr_grpo", "ppo.loss_agg_mode": "seq-mean-token-sum-norm"},
+    "dapo": lambda cfg: {**_PPO, "grpo.adv_estimator": "grpo", "ppo.loss_agg_mode": "token-mean", "ppo.epsilon_high": 0.28,
+                         "grpo.dynamic_sampling": True, "grpo.overlong_buffer": cfg.rollout.max_new_tokens // 5},
+    "gspo": lambda cfg: {"grpo.adv_estimator": "grpo", "ppo.policy_loss": "gspo", "ppo.loss_agg_mode": "seq-mean-token-mean",
+                         "ppo.epsilon_low": 3e-4, "ppo.epsilon_high": 4e-4},
+    "rloo": lambda cfg: {**_PPO, "grpo.adv_estimator": "rloo", "ppo.loss_agg_mode": "seq-mean-token-sum"},
+    "reinforce_pp": lambda cfg: {**_PPO, "grpo.adv_estimator": "reinforce_pp", "ppo.loss_agg_mode": "token-mean"},
 }
 
 
@@ -59,10 +61,10 @@ def preset_names() -> list[str]:
 
 
 def preset_settings(cfg) -> dict[str, Any]:
-    """``{"grpo.<key>": value}`` for the preset ``cfg.grpo.loss``; one-line ConfigError if unknown."""
+    """``{"<section>.<key>": value}`` for the preset ``cfg.grpo.loss``; one-line ConfigError if unknown."""
     name = cfg.grpo.loss
     fn = PRESETS.get(name)
     if fn is None:
         raise ConfigError(f"config key 'grpo.loss': unknown baseline preset '{name}' "
                           f"(known: {', '.join(PRESETS)})")
-    return {f"grpo.{k}": v for k, v in fn(cfg).items()}
+    return fn(cfg)

@@ -1,10 +1,10 @@
 """GRPO (DeepSeekMath, arXiv 2402.03300), the single-agent baseline.
 
 ``A_i = (R_i − mean_g R) / (std_g R + eps)`` on every token of response i (estimator
-``grpo.adv_estimator`` from the registry), then the policy loss ``grpo.policy_loss`` (default
+``grpo.adv_estimator`` from the registry), then the policy loss ``ppo.policy_loss`` (default
 ``ppo``: the per-token clipped surrogate ``min(r A, clip(r, 1−ε_low, 1+ε_high) A)``; ``gspo``: the
-sequence ratio) aggregated by ``grpo.loss_agg_mode`` (verl's ``agg_loss``), plus
-``β · k3(π_θ, π_ref)`` when ``grpo.kl_coef > 0``. Dr. GRPO, DAPO (clip-higher, token-mean), GSPO,
+sequence ratio) aggregated by ``ppo.loss_agg_mode`` (verl's ``agg_loss``), plus
+``β · k3(π_θ, π_ref)`` when ``ppo.kl_coef > 0`` (the common ``ppo`` section, shared with PAG and MLMT-RL). Dr. GRPO, DAPO (clip-higher, token-mean), GSPO,
 RLOO and REINFORCE++ are the same update with other settings: ``grpo.loss=<preset>``
 (:mod:`satseq.methods.grpo.presets`); DAPO's overlong penalty and dynamic sampling act before it
 (:mod:`satseq.methods.grpo.method`).
@@ -25,9 +25,9 @@ class GRPOUpdater:
         self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
         self.name = pool.names[0]
         self.adv_fn = get_adv(cfg.grpo.adv_estimator)
-        self.settings = PGSettings.from_grpo(cfg)
-        self.opt = make_optimizer(pool, self.name, cfg.grpo.lr, cfg)
-        if cfg.grpo.kl_coef > 0:
+        self.settings = PGSettings.from_config(cfg)
+        self.opt = make_optimizer(pool, self.name, cfg.ppo.lr, cfg)
+        if cfg.ppo.kl_coef > 0:
             pool.keep_reference(self.name)
 
     def update(self, stage: int, episodes: list[Episode]) -> dict:

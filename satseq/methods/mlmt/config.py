@@ -1,4 +1,4 @@
-"""The ``mlmt`` config section (PPO settings come from ``grpo``)."""
+"""The ``mlmt`` config section (the clipped update's settings come from the common ``ppo`` section)."""
 from __future__ import annotations
 
 from typing import Literal, Optional

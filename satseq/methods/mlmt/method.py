@@ -17,10 +17,10 @@ SHARED_AGENT = "actor"
 class MLMT(Method):
     name = "mlmt"
     title = "MLMT-RL"
-    update_sections = ("mlmt", "grpo")  # the per-role updates take grpo's PPO settings
+    update_sections = ("mlmt", "ppo", "grpo")  # the ppo section's clipped update per role; grpo.group_size
     workflow = "coach"
     owns_workflow = True
-    config_section = ("mlmt", MLMTConfig, "MLMT-RL (coach and solver); PPO settings from grpo")
+    config_section = ("mlmt", MLMTConfig, "MLMT-RL (coach and solver); clipped-update settings from ppo")
     warm_start_stem = "mlmt"  # satseq sft --task mlmt
     metric_markers = (r"^mlmt/",)  # metric names only this method logs (plots of runs without run_info.json)
     supports_custom_reward = False  # the coach reward is defined by correctness, confidence, dependence

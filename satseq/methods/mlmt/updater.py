@@ -7,7 +7,7 @@
    coach, turn 3 solver each get their own baseline: per role, per turn); then, for each pool agent
    that plays a role the schedule trains at this step, one clipped policy-gradient update
    (:func:`satseq.update.clipped_pg.clipped_pg_update`) on that role's turns, with the k3 KL
-   penalty to the reference when ``grpo.kl_coef > 0``. Roles not trained this step, or frozen,
+   penalty to the reference when ``ppo.kl_coef > 0``. Roles not trained this step, or frozen,
    contribute no gradient; a frozen agent's parameters never change.
 """
 from __future__ import annotations
@@ -49,11 +49,11 @@ class MLMTUpdater:
         m = cfg.mlmt
         self.schedule = AlternatingSchedule(coach=m.schedule.coach, solver=m.schedule.solver,
                                             coach_trainable=m.coach.trainable, solver_trainable=m.solver.trainable)
-        self.settings = PGSettings.from_grpo(cfg)
+        self.settings = PGSettings.from_config(cfg)
         trainable = {r for r in (SOLVER, COACH) if getattr(m, r).trainable}
         self.agents = sorted({roles[r] for r in trainable})
-        self.opts = {a: make_optimizer(pool, a, cfg.grpo.lr, cfg) for a in self.agents}
-        if cfg.grpo.kl_coef > 0:
+        self.opts = {a: make_optimizer(pool, a, cfg.ppo.lr, cfg) for a in self.agents}
+        if cfg.ppo.kl_coef > 0:
             for a in self.agents:
                 pool.keep_reference(a)
 

@@ -1,4 +1,4 @@
-"""The ``pag`` config section (PPO settings come from ``grpo``)."""
+"""The ``pag`` config section (the clipped update's settings come from the common ``ppo`` section)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -17,5 +17,5 @@ class PAGConfig(Section):
     adv_group_by: Literal["group_role_turn", "group_role", "role"] = Field(
         "role", description="baseline group of a turn's advantage: role = the whole batch per role (the paper's RoleAdvNorm; measured best), or per prompt group x role (x turn)")
     update: Literal["grpo", "apo"] = Field(
-        "grpo", description="grpo: clipped policy gradient (grpo section); apo: A*-PO regression of every turn (apo section, V* from stage 1)")
+        "grpo", description="grpo: clipped policy gradient (ppo section); apo: A*-PO regression of every turn (apo section, V* from stage 1)")
     collapse_threshold: float = Field(0.5, ge=0.0, le=1.0, description="warn when the answer change ratio falls below this")

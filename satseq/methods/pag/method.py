@@ -12,10 +12,11 @@ from satseq.registry import register_method
 class PAG(Method):
     name = "pag"
     title = "PAG"
-    update_sections = ("pag", "grpo", "apo")  # pag.update=grpo: the grpo section's PPO settings; =apo: apo's
+    # pag.update=grpo: the ppo section's clipped update; =apo: apo's; grpo.group_size: responses per prompt
+    update_sections = ("pag", "ppo", "grpo", "apo")
     workflow = "self_verify"
     owns_workflow = True
-    config_section = ("pag", PAGConfig, "PAG (policy as generative verifier); PPO settings from grpo")
+    config_section = ("pag", PAGConfig, "PAG (policy as generative verifier); clipped-update settings from ppo")
     warm_start_stem = "multiturn"  # satseq sft --task pag
     metric_prefixes = ("pag",)
     metric_markers = (r"^pag/",)  # metric names only this method logs (plots of runs without run_info.json)

@@ -2,7 +2,7 @@
 advantages → one update of the single policy on every turn it took (solve, verify, revise).
 
 ``pag.update = "grpo"`` (default): the clipped policy-gradient update of GRPO
-(:func:`satseq.update.clipped_pg.clipped_pg_update`, settings from the ``grpo`` section) with the
+(:func:`satseq.update.clipped_pg.clipped_pg_update`, settings from the ``ppo`` section) with the
 advantages of :func:`satseq.methods.pag.advantages.pag_advantages`.
 
 ``pag.update = "apo"``: A*-PO + PAG (the seed's notebook; our reading, docs/apo_pag.md). Every turn
@@ -49,9 +49,9 @@ class PAGUpdater:
             self.apo = APOUpdater(cfg, pool, generator, vstar_cache, device)
             self.opt = self.apo.opt
         else:
-            self.settings = PGSettings.from_grpo(cfg)
-            self.opt = make_optimizer(pool, self.name, cfg.grpo.lr, cfg)
-            if cfg.grpo.kl_coef > 0:
+            self.settings = PGSettings.from_config(cfg)
+            self.opt = make_optimizer(pool, self.name, cfg.ppo.lr, cfg)
+            if cfg.ppo.kl_coef > 0:
                 pool.keep_reference(self.name)
 
     def update(self, stage: int, episodes: list[Episode]) -> dict:
