@@ -310,11 +310,13 @@ def _pg_setup(tiny, n=6):
 
 def _run_pg(tiny, monkeypatch, *, mini_batch_size, force_old=False):
     import satseq.update.clipped_pg as cpg
+    import satseq.update.loop as loop
 
     pool, batch = _pg_setup(tiny)
     calls = []
     real = cpg.batch_logprobs
-    monkeypatch.setattr(cpg, "batch_logprobs", lambda *a, **k: calls.append(k.get("grad", False)) or real(*a, **k))
+    for mod in (cpg, loop):  # the update's own forwards and the mini-batch loop's grad passes
+        monkeypatch.setattr(mod, "batch_logprobs", lambda *a, **k: calls.append(k.get("grad", False)) or real(*a, **k))
     if force_old:
         monkeypatch.setattr(cpg, "is_on_policy", lambda s, n: False)
     opt = torch.optim.SGD(pool.parameters("a"), lr=0.5)

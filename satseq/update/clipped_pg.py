@@ -29,8 +29,7 @@ from satseq.algos.kl import kl_penalty
 from satseq.algos import get_loss
 from satseq.update.batch import TurnBatch, batch_logprobs
 from satseq.update.engine_correction import EngineCorrection, corrected_advantages
-from satseq.update.loop import (has_dropout, mean, minibatches, optimizer_step, policy_temperature, reference_logprobs,
-                                training_mode)
+from satseq.update.loop import fit_minibatches, has_dropout, mean, policy_temperature, reference_logprobs
 from satseq.update.step_kl import step_kl_stats
 
 
@@ -104,31 +103,33 @@ def clipped_pg_update(pool, agent: str, opt: torch.optim.Optimizer, batch: TurnB
     if s.kl_coef > 0:
         ref_lp = reference_logprobs(pool, reference or agent, batch, temperature=s.temperature, device=device)
         model = pool.module(agent)
-    losses, clipfracs, kls, is_stats = [], [], [], []
+    clipfracs, kls, is_stats, gap = [], [], [], None
     extra = {}
     if s.agg_mode == "seq-mean-token-sum-norm" and s.norm_tokens:
         extra["norm_const"] = float(s.norm_tokens * min(s.mini_batch_size, len(batch)))
-    with training_mode(model):
-        for idx, mb in minibatches(batch, s.epochs, s.mini_batch_size, generator):
-            lp, m = batch_logprobs(model, mb, pad_id, temperature=s.temperature, device=device, grad=True,
-                                   chunk=len(mb))
-            w = lp.shape[1]
-            kl = kl_penalty(lp, ref_lp[idx][:, :w], "k3") if ref_lp is not None else None
-            old = lp.detach() if old_lp is None else old_lp[idx][:, :w]
-            old_eval = old if tis_old is None else tis_old[idx][:, :w]  # θ_old's log-probs, no dropout
-            if not losses:  # before the first step: the trainer's log-probs of the behaviour policy's samples
-                gap = behaviour_gap(old_eval, m, mb.behaviour_logprobs)
-            if s.step_kl and stat_old is None:  # on-policy: one mini-batch, the whole batch permuted by idx
-                stat_old = lp.detach()[torch.argsort(idx)]
-            adv, st = corrected_advantages(s.correction, mb.advantages.to(lp.device), old_eval, m, mb.behaviour_logprobs)
-            if st:
-                is_stats.append(st)
-            loss, lm = loss_fn(lp, old, adv, m, clip_low=s.clip_low,
-                               clip_high=s.clip_high, agg_mode=s.agg_mode, kl=kl, beta=s.kl_coef, **extra)
-            if kl is not None:
-                kls.append(lm["kl"])
-            losses.append(optimizer_step(opt, loss, pool.parameters(agent), s.grad_clip))
-            clipfracs.append(float(lm["clipfrac"]))
+
+    def step_loss(idx, mb, lp, m, _logdist):
+        nonlocal gap, stat_old
+        w = lp.shape[1]
+        kl = kl_penalty(lp, ref_lp[idx][:, :w], "k3") if ref_lp is not None else None
+        old = lp.detach() if old_lp is None else old_lp[idx][:, :w]
+        old_eval = old if tis_old is None else tis_old[idx][:, :w]  # θ_old's log-probs, no dropout
+        if gap is None:  # before the first step: the trainer's log-probs of the behaviour policy's samples
+            gap = behaviour_gap(old_eval, m, mb.behaviour_logprobs)
+        if s.step_kl and stat_old is None:  # on-policy: one mini-batch, the whole batch permuted by idx
+            stat_old = lp.detach()[torch.argsort(idx)]
+        adv, st = corrected_advantages(s.correction, mb.advantages.to(lp.device), old_eval, m, mb.behaviour_logprobs)
+        if st:
+            is_stats.append(st)
+        loss, lm = loss_fn(lp, old, adv, m, clip_low=s.clip_low,
+                           clip_high=s.clip_high, agg_mode=s.agg_mode, kl=kl, beta=s.kl_coef, **extra)
+        if kl is not None:
+            kls.append(lm["kl"])
+        clipfracs.append(float(lm["clipfrac"]))
+        return loss
+
+    losses = fit_minibatches(pool, agent, model, opt, batch, step_loss, epochs=s.epochs, size=s.mini_batch_size,
+                             generator=generator, temperature=s.temperature, device=device, grad_clip=s.grad_clip)
     out = {"loss": mean(losses), "clipfrac": mean(clipfracs), "logprob_gap": gap}
     for k in (is_stats[0] if is_stats else {}):  # the engine-mismatch correction's weights, per agent
         out[k] = mean([st[k] for st in is_stats])

@@ -7,15 +7,22 @@ resume). Written with these helpers, an updater's ``update`` is the method's for
 
     opt = make_optimizer(pool, agent, lr, cfg)
     ref_lp = reference_logprobs(pool, agent, batch, temperature=t, device=d)
-    for idx, mb in minibatches(batch, epochs, mini_batch_size, generator):
-        lp, mask = batch_logprobs(model, mb, pad_id, ..., grad=True, chunk=len(mb))
+
+    def step_loss(idx, mb, lp, mask, logdist):      # one mini-batch's loss, from its grad forward
         loss, metrics = loss_fn(lp, old_lp[idx], mb.advantages, mask, ...)
-        optimizer_step(opt, loss, pool.parameters(agent), grad_clip)
+        return loss
+
+    losses = fit_minibatches(pool, agent, model, opt, batch, step_loss, epochs=epochs, size=mini_batch_size,
+                             generator=generator, temperature=t, device=d, grad_clip=grad_clip)
+
+:func:`fit_minibatches` is the loop itself: for each epoch, for each shuffled mini-batch
+(:func:`minibatches`), the grad forward ``batch_logprobs(model, mb, ..., grad=True, chunk=len(mb))``,
+``step_loss`` and one :func:`optimizer_step`.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Optional, Protocol
 
 import torch
 
@@ -96,6 +103,28 @@ def minibatches(batch: TurnBatch, epochs: int, size: int,
     for _ in range(epochs):
         for idx in minibatch_indices(len(batch), size, generator):
             yield idx, batch.select(idx)
+
+
+StepLoss = Callable[[torch.Tensor, TurnBatch, torch.Tensor, torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
+
+
+def fit_minibatches(pool, agent: str, model, opt: torch.optim.Optimizer, batch: TurnBatch, step_loss: StepLoss, *,
+                    epochs: int, size: int, generator: torch.Generator, temperature: float, device, grad_clip: float,
+                    need_logits: bool = False) -> list[float]:
+    """The one mini-batch loop of every policy update: in training mode, ``epochs`` passes over
+    ``batch`` in shuffled mini-batches of ``size`` (:func:`minibatches`, the run's ``generator``); per
+    mini-batch ``(idx, mb)`` the grad forward of ``model`` (log-probs ``lp`` and ``mask`` ``[b, R]``, and
+    with ``need_logits`` the log-softmax ``logdist`` ``[b, R, V]``, else None), then
+    ``loss = step_loss(idx, mb, lp, mask, logdist)`` and one :func:`optimizer_step` over
+    ``pool.parameters(agent)``. Returns each step's loss value, in order."""
+    losses: list[float] = []
+    with training_mode(model):
+        for idx, mb in minibatches(batch, epochs, size, generator):
+            lp, mask, *logdist = batch_logprobs(model, mb, pool.tokenizer.pad_token_id, temperature=temperature,
+                                                device=device, need_logits=need_logits, grad=True, chunk=len(mb))
+            loss = step_loss(idx, mb, lp, mask, logdist[0] if logdist else None)
+            losses.append(optimizer_step(opt, loss, pool.parameters(agent), grad_clip))
+    return losses
 
 
 def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor, params, grad_clip: float) -> float:

@@ -12,9 +12,8 @@ import torch
 import satseq.methods.apo.loss  # noqa: F401  (registers the regression loss apo)
 from satseq.algos import get_loss
 from satseq.records import Episode
-from satseq.update.batch import batch_logprobs, turns_of
-from satseq.update.loop import (make_optimizer, mean, minibatches, optimizer_step, policy_temperature,
-                                reference_logprobs, training_mode)
+from satseq.update.batch import turns_of
+from satseq.update.loop import fit_minibatches, make_optimizer, mean, policy_temperature, reference_logprobs
 
 
 class APOUpdater:
@@ -25,7 +24,6 @@ class APOUpdater:
         self.opt = make_optimizer(pool, self.name, cfg.apo.lr, cfg)
         pool.keep_reference(self.name)
         self.temperature = policy_temperature(cfg)
-        self.pad_id = pool.tokenizer.pad_token_id
 
     def update(self, stage: int, episodes: list[Episode]) -> dict:
         rewards = torch.tensor([ep.turns[-1].reward for ep in episodes], dtype=torch.float32)
@@ -40,18 +38,19 @@ class APOUpdater:
         a = self.cfg.apo
         ref_lp = reference_logprobs(self.pool, self.name, batch, temperature=self.temperature, device=self.device)
         model = self.pool.module(self.name)
-        losses, ents = [], []
-        with training_mode(model):
-            for idx, mb in minibatches(batch, a.epochs, a.mini_batch_size, self.gen):
-                lp, m, logdist = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature,
-                                                device=self.device, grad=True, need_logits=True, chunk=len(mb))
-                w = lp.shape[1]
-                entropy = -(logdist.exp() * logdist).sum(-1)
-                loss, lm = self.loss_fn(lp, ref_lp[idx][:, :w], m, rewards[idx], baselines[idx], beta2=a.beta2,
-                                        entropy=entropy, entropy_coef=a.entropy_coef)
-                losses.append(optimizer_step(self.opt, loss, self.pool.parameters(self.name),
-                                             self.cfg.trainer.grad_clip))
-                ents.append(float(lm.get("entropy", 0.0)))
+        ents = []
+
+        def step_loss(idx, mb, lp, m, logdist):
+            w = lp.shape[1]
+            entropy = -(logdist.exp() * logdist).sum(-1)
+            loss, lm = self.loss_fn(lp, ref_lp[idx][:, :w], m, rewards[idx], baselines[idx], beta2=a.beta2,
+                                    entropy=entropy, entropy_coef=a.entropy_coef)
+            ents.append(float(lm.get("entropy", 0.0)))
+            return loss
+
+        losses = fit_minibatches(self.pool, self.name, model, self.opt, batch, step_loss, epochs=a.epochs,
+                                 size=a.mini_batch_size, generator=self.gen, temperature=self.temperature,
+                                 device=self.device, grad_clip=self.cfg.trainer.grad_clip, need_logits=True)
         return {"loss": mean(losses), "entropy": mean(ents)}
 
     def state_dict(self) -> dict:

@@ -40,8 +40,7 @@ from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.clipped_pg import behaviour_gap
 from satseq.update.engine_correction import EngineCorrection, corrected_advantages
 from satseq.update.step_kl import step_kl_stats
-from satseq.update.loop import (has_dropout, make_optimizer, mean, minibatches, optimizer_step, policy_temperature,
-                                training_mode)
+from satseq.update.loop import fit_minibatches, has_dropout, make_optimizer, mean, policy_temperature
 
 _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
 
@@ -149,30 +148,29 @@ class StageCoordinator:
         options = {"ratio": _RATIO[s.ratio]} if "ratio" in inspect.signature(self.loss_fn).parameters else {}
 
         def propose(beta: float) -> None:
-            with training_mode(model):
-                for idx, mb in minibatches(batch, s.ppo_epochs, s.mini_batch_size, self.gen):
-                    lp, m, logits = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature,
-                                                   device=self.device, need_logits=True, grad=True,
-                                                   chunk=len(mb))
-                    width = lp.shape[1]
-                    if reuse:  # the one mini-batch is the whole batch, permuted by idx
-                        order = torch.argsort(idx)
-                        cur["lp"], cur["mask"] = lp.detach()[order], m[order]
-                        cur["dist"] = logits.detach()[order] if exact else None
-                    cur_lp_mb = cur["lp"][idx][:, :width]
-                    if s.kl_penalty == "exact":
-                        kl = exact_kl(logits, cur["dist"][idx][:, :width]) * m
-                    else:
-                        kl = kl_penalty(lp, cur_lp_mb, s.kl_penalty) * m
-                    adv, st = corrected_advantages(self.correction, mb.advantages.to(lp.device), cur_lp_mb, m,
-                                                   mb.behaviour_logprobs)
-                    stats["engine_is"] += [st] if st else []
-                    loss, lm = self.loss_fn(lp, cur_lp_mb, adv, m, clip_low=s.epsilon,
-                                            clip_high=s.epsilon, agg_mode="seq-mean-token-mean", is_weight=c[idx].to(lp.device),
-                                            kl=kl, beta=beta, **options)
-                    stats["loss"].append(optimizer_step(opt, loss, self.pool.parameters(name),
-                                                        self.cfg.trainer.grad_clip))
-                    stats["clipfrac"].append(float(lm["clipfrac"]))
+            def step_loss(idx, mb, lp, m, logits):
+                width = lp.shape[1]
+                if reuse:  # the one mini-batch is the whole batch, permuted by idx
+                    order = torch.argsort(idx)
+                    cur["lp"], cur["mask"] = lp.detach()[order], m[order]
+                    cur["dist"] = logits.detach()[order] if exact else None
+                cur_lp_mb = cur["lp"][idx][:, :width]
+                if s.kl_penalty == "exact":
+                    kl = exact_kl(logits, cur["dist"][idx][:, :width]) * m
+                else:
+                    kl = kl_penalty(lp, cur_lp_mb, s.kl_penalty) * m
+                adv, st = corrected_advantages(self.correction, mb.advantages.to(lp.device), cur_lp_mb, m,
+                                               mb.behaviour_logprobs)
+                stats["engine_is"] += [st] if st else []
+                loss, lm = self.loss_fn(lp, cur_lp_mb, adv, m, clip_low=s.epsilon,
+                                        clip_high=s.epsilon, agg_mode="seq-mean-token-mean", is_weight=c[idx].to(lp.device),
+                                        kl=kl, beta=beta, **options)
+                stats["clipfrac"].append(float(lm["clipfrac"]))
+                return loss
+
+            stats["loss"] += fit_minibatches(self.pool, name, model, opt, batch, step_loss, epochs=s.ppo_epochs,
+                                             size=s.mini_batch_size, generator=self.gen, temperature=self.temperature,
+                                             device=self.device, grad_clip=self.cfg.trainer.grad_clip, need_logits=True)
 
         last: dict = {"seconds": 0.0}
 

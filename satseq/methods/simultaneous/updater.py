@@ -25,7 +25,7 @@ from satseq.algos import get_loss
 from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
-from satseq.update.loop import make_optimizer, mean, minibatches, optimizer_step, policy_temperature, training_mode
+from satseq.update.loop import fit_minibatches, make_optimizer, mean, policy_temperature
 from satseq.update.engine_correction import EngineCorrection, corrected_advantages
 from satseq.update.step_kl import step_kl_stats
 
@@ -58,21 +58,24 @@ class SimultaneousUpdater:
                                  device=self.device)[0] for n in self.trainable}
         metrics: dict = {}
         for name in self.trainable:
-            model, batch, losses, clipfracs, is_stats = self.pool.module(name), batches[name], [], [], []
-            with training_mode(model):
-                for idx, mb in minibatches(batch, s.ppo_epochs, s.mini_batch_size, self.gen):
-                    lp, m = batch_logprobs(model, mb, self.pad_id, temperature=self.temperature, device=self.device,
-                                           grad=True, chunk=len(mb))
-                    old_mb = old[name][idx][:, :lp.shape[1]]
-                    adv, st = corrected_advantages(self.correction, mb.advantages.to(lp.device), old_mb, m,
-                                                   mb.behaviour_logprobs)
-                    is_stats += [st] if st else []
-                    loss, lm = self.loss_fn(lp, old_mb, adv, m,
-                                            clip_low=s.epsilon, clip_high=s.epsilon, agg_mode="seq-mean-token-mean",
-                                            **self.options)
-                    losses.append(optimizer_step(self.optimizers[name], loss, self.pool.parameters(name),
-                                                 self.cfg.trainer.grad_clip))
-                    clipfracs.append(float(lm["clipfrac"]))
+            model, batch, clipfracs, is_stats = self.pool.module(name), batches[name], [], []
+
+            def step_loss(idx, mb, lp, m, _logdist):  # called within this iteration: name, lists are this agent's
+                old_mb = old[name][idx][:, :lp.shape[1]]
+                adv, st = corrected_advantages(self.correction, mb.advantages.to(lp.device), old_mb, m,
+                                               mb.behaviour_logprobs)
+                if st:
+                    is_stats.append(st)
+                loss, lm = self.loss_fn(lp, old_mb, adv, m,
+                                        clip_low=s.epsilon, clip_high=s.epsilon, agg_mode="seq-mean-token-mean",
+                                        **self.options)
+                clipfracs.append(float(lm["clipfrac"]))
+                return loss
+
+            losses = fit_minibatches(self.pool, name, model, self.optimizers[name], batch, step_loss,
+                                     epochs=s.ppo_epochs, size=s.mini_batch_size, generator=self.gen,
+                                     temperature=self.temperature, device=self.device,
+                                     grad_clip=self.cfg.trainer.grad_clip)
             metrics.update({f"{name}/loss": mean(losses), f"{name}/clipfrac": mean(clipfracs)})
             metrics.update({f"{name}/{k}": mean([st[k] for st in is_stats]) for k in (is_stats[0] if is_stats else {})})
             if self.cfg.trainer.step_kl:
