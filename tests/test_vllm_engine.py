@@ -210,10 +210,11 @@ def test_a_rejected_sat_seq_proposal_leaves_the_engine_on_the_old_weights(full_m
 def test_errors_name_the_key_and_the_fix(full_model, monkeypatch):
     from satseq.errors import ConfigError
     from satseq.rollout.types import SamplingParams
-    from satseq.rollout.vllm_engine import VLLMEngine, VLLMSettings
+    from satseq.config.schema import VllmConfig
+    from satseq.rollout.vllm_engine import VLLMEngine
 
     model, tok = full_model
-    engine = VLLMEngine(tok, settings=VLLMSettings(max_model_len=32))
+    engine = VLLMEngine(tok, settings=VllmConfig(max_model_len=32))
     with pytest.raises(ConfigError, match=r"rollout.vllm.max_model_len.*exceeds the engine's 32"):
         engine.generate(model, prompts(tok), SamplingParams(max_new_tokens=30))
     engine = VLLMEngine(tok)

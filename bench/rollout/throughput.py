@@ -238,7 +238,8 @@ def engines(a) -> None:
     from satseq.rollout.hf_engine import HFEngine
     from satseq.rollout.padding import left_pad
     from satseq.rollout.types import SamplingParams
-    from satseq.rollout.vllm_engine import VLLMEngine, VLLMSettings
+    from satseq.config.schema import VllmConfig
+    from satseq.rollout.vllm_engine import VLLMEngine
 
     model32, tok = load_causal_lm("smollm2")
     model32.eval()
@@ -258,7 +259,7 @@ def engines(a) -> None:
     ours.eos_ids = set()  # exactly T tokens
     sp = SamplingParams(max_new_tokens=a.tokens)
     t0 = time.perf_counter()
-    settings = VLLMSettings(enforce_eager=not a.compile)
+    settings = VllmConfig(enforce_eager=not a.compile)
     vllm = {k: VLLMEngine(tok, settings=settings, dtype=k.replace("fp32", "float32").replace("bf16", "bfloat16"))
             for k in models}
     for e in vllm.values():

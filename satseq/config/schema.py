@@ -87,7 +87,8 @@ class DataConfig(Section):
 
 # ------------------------------------------------------------------------------------- rollout
 class VllmConfig(Section):
-    """``rollout.vllm``: how the vLLM engine is started (``rollout.engine=vllm``; docs/vllm.md)."""
+    """``rollout.vllm``: how the vLLM engine is started (``rollout.engine=vllm``; docs/vllm.md). The one
+    vLLM settings class: :class:`satseq.rollout.vllm_engine.VLLMEngine` takes this section as it is."""
 
     max_model_len: Optional[int] = Field(None, ge=16, description="the engine's context in tokens (prompt + rollout.max_new_tokens); None = the model's own")
     kv_cache_gb: float = Field(1.0, gt=0.0, description="CPU: the KV cache vLLM reserves, in GiB (VLLM_CPU_KVCACHE_SPACE)")

@@ -22,7 +22,8 @@ class RolloutEngine(Protocol):
 
 def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "cpu", fused: bool = True,
                 dtype: str = "auto", vllm=None) -> RolloutEngine:
-    """``rollout.engine``: ``hf`` (satseq's decode loop) or ``vllm`` (``vllm``: the ``rollout.vllm`` section)."""
+    """``rollout.engine``: ``hf`` (satseq's decode loop) or ``vllm`` (``vllm``: the ``rollout.vllm`` section,
+    a :class:`~satseq.config.schema.VllmConfig` or a dict of its keys; None = its defaults)."""
     from satseq.errors import ConfigError
 
     if name == "hf":
@@ -31,8 +32,9 @@ def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "c
         return HFEngine(tokenizer, batch_size=batch_size, device=device, fused=fused,
                         dtype=None if dtype == "auto" else getattr(torch, dtype))
     if name == "vllm":
-        from satseq.rollout.vllm_engine import VLLMEngine, VLLMSettings
+        from satseq.config.schema import VllmConfig
+        from satseq.rollout.vllm_engine import VLLMEngine
 
-        settings = VLLMSettings(**(vllm.model_dump() if hasattr(vllm, "model_dump") else (vllm or {})))
+        settings = vllm if isinstance(vllm, VllmConfig) else VllmConfig(**(vllm or {}))
         return VLLMEngine(tokenizer, settings=settings, device=device, dtype=dtype)
     raise ConfigError(f"rollout.engine: unknown engine '{name}' (known: hf, vllm)")

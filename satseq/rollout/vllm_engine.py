@@ -38,12 +38,12 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import torch
 
+from satseq.config.schema import VllmConfig
 from satseq.errors import ConfigError
 from satseq.rollout.streams import as_row_streams
 from satseq.rollout.types import Generation, SamplingParams
@@ -51,20 +51,6 @@ from satseq.rollout.types import Generation, SamplingParams
 INSTALL_HINT = ("install vLLM with `make setup-vllm` (the CPU build, in .venv-vllm) or "
                 "`pip install 'satseq[vllm]'` (GPU), or use rollout.engine=hf")
 _SEED_HIGH = 2 ** 31 - 1
-
-
-@dataclass(frozen=True)
-class VLLMSettings:
-    """``rollout.vllm`` (docs/config.md): what the ``vllm.LLM`` is started with."""
-
-    max_model_len: Optional[int] = None      # None = the model's context length
-    kv_cache_gb: float = 1.0                 # CPU: VLLM_CPU_KVCACHE_SPACE
-    gpu_memory_utilization: float = 0.5      # GPU: the share of memory vLLM takes (the trainer needs the rest)
-    enforce_eager: bool = True               # False: vLLM compiles the model (minutes on CPU, faster decode)
-    tensor_parallel_size: int = 1
-    sleep: bool = False                      # GPU: free the engine's memory between rollout and update
-    max_loras: Optional[int] = None          # None = the number of agents seen (at most 8)
-    max_lora_rank: Optional[int] = None      # None = the adapters' rank
 
 
 def _lora_rank(r: int) -> int:
@@ -83,7 +69,7 @@ def vllm_available() -> bool:
     return True
 
 
-def _prepare_environment(settings: VLLMSettings, device: str) -> None:
+def _prepare_environment(settings: VllmConfig, device: str) -> None:
     """vLLM reads these at import / engine start: in-process engine; on CPU the KV cache size and no
     thread pinning (the trainer shares the cores)."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -179,10 +165,12 @@ class VLLMEngine:
 
     name = "vllm"
 
-    def __init__(self, tokenizer, *, settings: VLLMSettings | None = None, device: str = "cpu",
+    def __init__(self, tokenizer, *, settings: VllmConfig | None = None, device: str = "cpu",
                  dtype: str = "auto"):
+        """``settings``: the ``rollout.vllm`` config section (:class:`satseq.config.schema.VllmConfig`,
+        its defaults when None), read as it is."""
         self.tokenizer = tokenizer
-        self.settings = settings or VLLMSettings()
+        self.settings = settings if settings is not None else VllmConfig()
         self.device = str(device)
         self.dtype = dtype
         self._engine: _Engine | None = None
@@ -208,7 +196,7 @@ class VLLMEngine:
             raise ConfigError(f"rollout.vllm.max_loras={max_loras} is below the run's {n_adapters} LoRA agents; "
                               f"raise it to {n_adapters}")
         key = json.dumps({"config": config.to_dict(), "dtype": dtype, "len": max_len, "lora": lora,
-                          "rank": rank, "max_loras": max_loras, "settings": self.settings.__dict__}, sort_keys=True,
+                          "rank": rank, "max_loras": max_loras, "settings": self.settings.model_dump()}, sort_keys=True,
                          default=str)
         if key in _ENGINES:
             eng = _ENGINES[key]
