@@ -14,15 +14,22 @@ recorded with :meth:`satseq.records.Turn.from_generation`, with ``role`` and ``a
 :mod:`satseq.records` describes. Episodes are ordered problem-major (episode ``p * group_size + g``)
 and each samples from its own stream (:mod:`satseq.rollout.streams`): ``streams`` passes them in
 (a shard or micro-batch of a larger batch), else they are drawn from ``generator``.
+
+The built-in workflows fill in one template, :class:`EpisodeWorkflow`: its ``rollout`` expands the
+problems into episodes and sets up their streams once, then calls the workflow's ``play(episodes,
+turns)``, which only builds prompts, samples turns (``turns.sample(agent, texts, rows)``, one
+batched ``engine.generate``) and records them.
 """
 from __future__ import annotations
 
-from typing import Protocol, TypeVar, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence, TypeVar, runtime_checkable
 
 import torch
 
 from satseq.records import Episode, Problem
-from satseq.rollout.types import SamplingParams
+from satseq.rollout.streams import episode_streams, pick
+from satseq.rollout.types import Generation, SamplingParams
 
 W = TypeVar("W")
 
@@ -63,6 +70,54 @@ def check_roles(name: str, needed, agents) -> dict[str, str]:
         if missing:
             raise ValueError(f"{name} workflow needs agents for roles {sorted(missing)}")
     return agents
+
+
+@dataclass
+class TurnSampler:
+    """What every turn of one ``rollout`` call samples with: the pool, the engine, the sampling
+    settings, the episodes' streams (one per episode, or None) and the prompt format."""
+
+    pool: Any
+    engine: Any
+    sampling: SamplingParams
+    streams: list[torch.Generator] | None
+    fmt: Any
+
+    def sample(self, agent: str, texts: list[str], rows: Sequence[int] | None = None) -> list[Generation]:
+        """One batched turn: ``agent`` answers each prompt text; text ``i`` draws from the stream of
+        episode ``rows[i]`` (``rows`` None: every episode, in order)."""
+        streams = self.streams if rows is None else pick(self.streams, rows)
+        return self.engine.generate(self.pool.module(agent), [self.fmt.encode(t) for t in texts], self.sampling,
+                                    streams)
+
+
+class EpisodeWorkflow:
+    """The template of a workflow: roles checked once, episodes expanded once, streams set up once.
+
+    ``rollout`` builds ``group_size`` episodes per problem, problem-major (episode ``p * group_size +
+    g`` has ``group = p``), gives episode ``e`` the stream ``streams[e]`` (``streams`` as passed, else
+    ``episode_streams(generator, E)``: E seeds drawn from ``generator``, one generator each; None
+    without a generator), and hands the episodes to :meth:`play` with a :class:`TurnSampler`."""
+
+    name: str
+    roles: tuple[str, ...] | None = None
+
+    def __init__(self, agents: dict[str, str], prompt_format, sampling: SamplingParams):
+        self.agents = check_roles(self.name, self.roles, agents)
+        self.fmt = prompt_format
+        self.sampling = sampling
+
+    def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
+                generator: torch.Generator | None = None, sampling: SamplingParams | None = None,
+                streams: list[torch.Generator] | None = None) -> list[Episode]:
+        episodes = [Episode(problem=p, group=g) for g, p in enumerate(problems) for _ in range(group_size)]
+        streams = streams if streams is not None else episode_streams(generator, len(episodes))
+        self.play(episodes, TurnSampler(pool, engine, sampling or self.sampling, streams, self.fmt))
+        return episodes
+
+    def play(self, episodes: list[Episode], turns: TurnSampler) -> None:
+        """The workflow's turns: append them to ``episodes`` and set each episode's prediction."""
+        raise NotImplementedError
 
 
 def workflow_names() -> list[str]:

@@ -24,19 +24,16 @@ out when they stop. Rewards: :mod:`satseq.methods.pag.rewards`; gradients: the t
 """
 from __future__ import annotations
 
-import torch
-
 from satseq.rewards.extract import extract_answer
-from satseq.rollout.streams import episode_streams, pick
 from satseq.rollout.types import SamplingParams
-from satseq.records import Episode, Problem, Turn
-from satseq.workflows.base import check_roles, register_workflow
+from satseq.records import Episode, Turn
+from satseq.workflows.base import EpisodeWorkflow, TurnSampler, register_workflow
 
 POLICY, VERIFIER = "policy", "verifier"
 
 
 @register_workflow
-class SelfVerifyWorkflow:
+class SelfVerifyWorkflow(EpisodeWorkflow):
     name = "self_verify"
     roles = (POLICY, VERIFIER)
 
@@ -44,9 +41,7 @@ class SelfVerifyWorkflow:
                  verify_last: bool = True):
         if max_policy_turns < 1:
             raise ValueError(f"max_policy_turns must be >= 1, got {max_policy_turns}")
-        self.agents = check_roles(self.name, self.roles, agents)
-        self.fmt = prompt_format
-        self.sampling = sampling
+        super().__init__(agents, prompt_format, sampling)
         self.max_policy_turns = int(max_policy_turns)
         self.verify_last = verify_last
 
@@ -56,16 +51,7 @@ class SelfVerifyWorkflow:
         ep.turns.append(t)
         return t
 
-    def _generate(self, engine, pool, role, texts, sampling, generator):
-        return engine.generate(pool.module(self.agents[role]), [self.fmt.encode(t) for t in texts], sampling,
-                               generator)
-
-    def rollout(self, problems: list[Problem], pool, engine, *, group_size: int = 1,
-                generator: torch.Generator | None = None, sampling: SamplingParams | None = None,
-                streams: list[torch.Generator] | None = None) -> list[Episode]:
-        sampling = sampling or self.sampling
-        episodes = [Episode(problem=p, group=g) for g, p in enumerate(problems) for _ in range(group_size)]
-        streams = streams if streams is not None else episode_streams(generator, len(episodes))
+    def play(self, episodes: list[Episode], turns: TurnSampler) -> None:
         last_policy: dict[int, Turn] = {}
         last_verify: dict[int, Turn] = {}
         active = list(range(len(episodes)))
@@ -78,7 +64,7 @@ class SelfVerifyWorkflow:
             else:
                 texts = [self.fmt.revise(episodes[i].problem.problem, last_policy[i].text, last_verify[i].text)
                          for i in active]
-            gens = self._generate(engine, pool, POLICY, texts, sampling, pick(streams, active))
+            gens = turns.sample(self.agents[POLICY], texts, active)
             for i, text, gen in zip(active, texts, gens):
                 last_policy[i] = self._turn(episodes[i], text, gen, POLICY, attempt, extract_answer(gen.text))
             at_limit = attempt >= self.max_policy_turns
@@ -86,7 +72,7 @@ class SelfVerifyWorkflow:
                 break
             # verifier turn: judge the attempt just made
             texts = [self.fmt.verify(episodes[i].problem.problem, last_policy[i].text) for i in active]
-            gens = self._generate(engine, pool, VERIFIER, texts, sampling, pick(streams, active))
+            gens = turns.sample(self.agents[VERIFIER], texts, active)
             for i, text, gen in zip(active, texts, gens):
                 last_verify[i] = self._turn(episodes[i], text, gen, VERIFIER, attempt, None,
                                             verdict=self.fmt.parse_verdict(gen.text),
@@ -102,4 +88,3 @@ class SelfVerifyWorkflow:
             ep.info.update(revised=len(policy) > 1, answer_t1=policy[0].answer, final_answer=ep.prediction,
                            policy_turns=len(policy), verdicts=verdicts,
                            stop="accepted" if accepted else "turn_limit")
-        return episodes
