@@ -1,7 +1,7 @@
 """One clipped policy-gradient update over a turn batch: GRPO, PAG and MLMT share it.
 
 Given turns with one advantage each (every token carries it), for ``epochs`` passes over shuffled
-mini-batches: the policy loss named by ``loss`` (``grpo.policy_loss``; default ``ppo``, the
+mini-batches: the policy loss named by ``loss`` (``ppo.policy_loss``; default ``ppo``, the
 per-token clipped surrogate ``min(r A, clip(r, 1−ε_low, 1+ε_high) A)``; ``gspo`` the sequence
 ratio) aggregated by ``agg_mode`` (verl's ``agg_loss``), with ``kl_coef · k3(π_θ, π_ref)`` passed
 to the loss as its KL term when ``kl_coef > 0``. With ``seq-mean-token-sum-norm`` (Dr. GRPO, arXiv
