@@ -308,3 +308,43 @@ def test_a_run_config_saved_before_the_move_still_loads(tmp_path):
         load_config(old)  # as a user's config: refused
     with pytest.raises(ConfigError, match="moved to 'ppo.lr' \\(from override"):
         load_config(old, ["grpo.lr=1"], saved=True)  # an override still is
+
+
+def test_a_config_unpickles_where_a_test_files_method_is_unknown(tmp_path):
+    """A config pickled where a method defined outside satseq (here, this test file) has registered its
+    section is unpickled by a process that never imported that file (a Ray actor): the section travels
+    only with runs of that method."""
+    import pickle
+    import subprocess
+    import sys
+
+    from pydantic import Field
+
+    from satseq.config.section import Section
+    from satseq.methods.base import Method
+    from satseq.registry import register_method
+
+    class PickleToyConfig(Section):
+        knob: int = Field(3, description="a setting only this test's method reads")
+
+    @register_method
+    class PickleToy(Method):
+        name = "pickle_toy"
+        config_section = ("pickle_toy", PickleToyConfig, "a test file's method")
+
+    from satseq.registry import METHODS
+
+    try:
+        cfg = load_config(None, ["method=grpo", "ppo.lr=0.002"])
+        assert cfg.pickle_toy.knob == 3  # mounted here
+        blob = tmp_path / "cfg.pkl"
+        blob.write_bytes(pickle.dumps(cfg))
+        again = pickle.loads(blob.read_bytes())  # here, where the section exists, it comes back at its default
+        assert again.pickle_toy.knob == 3 and again.ppo.lr == 0.002
+    finally:
+        METHODS.pop("pickle_toy", None)  # the other tests of this process see the built-in methods only
+    code = ("import pickle, sys; c = pickle.loads(open(sys.argv[1], 'rb').read()); "
+            "print(c.method, c.ppo.lr, hasattr(c, 'pickle_toy'))")
+    out = subprocess.run([sys.executable, "-c", code, str(blob)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["grpo", "0.002", "False"]

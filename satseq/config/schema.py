@@ -266,14 +266,26 @@ class TrainConfigBase(Section):
         return path or self.model.path
 
     def __reduce__(self):
-        # pickled by content and restored into the current model (the class is built at run time)
-        return _restore, (self.__getstate__(),)
+        """Pickled by content and restored into the receiving process's model (the class is built at run
+        time). The sections of methods defined outside satseq (a test file, a user's module) travel only
+        when this run uses that method: a Ray actor or another process need not import the module of
+        every method registered here."""
+        state = self.__getstate__()
+        foreign = {k for k, _, _, m in method_sections() if k in state["__dict__"]
+                   and not type(m).__module__.startswith("satseq.") and m.name != self.method}
+        if foreign:
+            state = dict(state, __dict__={k: v for k, v in state["__dict__"].items() if k not in foreign},
+                         __pydantic_fields_set__=set(state["__pydantic_fields_set__"]) - foreign)
+        return _restore, (state,)
 
 
 def _restore(state: dict) -> "TrainConfigBase":
     cls = train_config_model()
     obj = cls.__new__(cls)
     obj.__setstate__(state)
+    for name, field in cls.model_fields.items():  # a section this process has and the sender left out
+        if name not in obj.__dict__:
+            obj.__dict__[name] = field.get_default(call_default_factory=True)
     return obj
 
 
