@@ -43,10 +43,10 @@ EVAL_SAMPLES = 2
 #: estimate of the time left, rescaled after each phase by how fast this machine went so far
 PHASES = [("warm_starts", "the chain warm start (shipped with satseq: a copy)", 1),
           ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass", 9),
-          ("sat_seq_train", f"SAT-Seq: three agents, {STAGES} stages", 163),
-          ("sat_seq_eval", "SAT-Seq's three agents on the held-out problems", 7),
-          ("grpo_train", f"GRPO: one agent on the one-pass prompt, {STAGES} stages", 35),
-          ("grpo_eval", "GRPO's policy alone and in all three seats", 8)]
+          ("sat_seq_train", f"SAT-Seq: three agents, {STAGES} stages", 140),
+          ("sat_seq_eval", "SAT-Seq's three agents on the held-out problems", 9),
+          ("grpo_train", f"GRPO: one agent on the one-pass prompt, {STAGES} stages", 38),
+          ("grpo_eval", "GRPO's policy alone and in all three seats", 9)]
 
 class PhaseClock:
     """Prints each phase as it starts (``[3/6] SAT-Seq ... · about 2 min 30 s left``) and times it:

@@ -9,12 +9,10 @@ which is the proof that adding a method needs no edit outside the method's own c
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
-import warm_cli
+from contract_cli import cli_with, metric_rows
 import torch
 from pydantic import Field
 
@@ -24,7 +22,6 @@ from satseq.registry import method_names, register_method
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.loop import make_optimizer, optimizer_step, policy_temperature, training_mode
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 # ----------------------------------------------------------------------------- the toy method
@@ -79,16 +76,8 @@ FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2
         "trainer.progress=false", "trainer.num_stages=2", "trainer.eval_every=2", "ppo.lr=1e-3", "sat_seq.lr=1e-3"]
 SPEED = {"apo": ["apo.n_samples=2"],  # settings that only make a method fast enough for a test
          "toy_reinforce": ["toy.lr=2e-3"]}  # the toy's own section, set on the command line
-# Runs this file in the child so that the toy method above is registered there too.
-DRIVER = ("import importlib.util, os, sys; sys.path.insert(0, os.path.dirname(sys.argv[1])); "
-          "s = importlib.util.spec_from_file_location('contract', sys.argv[1]); "
-          "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); "
-          "from satseq.cli import main; sys.argv = ['satseq'] + sys.argv[2:]; main()")
-
-
 def _cli(*args, env=None):
-    return warm_cli.run([sys.executable, "-c", DRIVER, __file__, *map(str, args)], cwd=REPO,
-                        env=dict(os.environ, **(env or {})), timeout=600)
+    return cli_with(__file__, *args, env=env)  # this file runs in the child: the toy method is registered there
 
 
 def _in_process(*args):
@@ -99,9 +88,7 @@ def _in_process(*args):
     return CliRunner().invoke(app, list(map(str, args)))
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if not k.startswith("time/") and k not in ("time", "wall_time")} for r in rows]
+_rows = metric_rows
 
 
 def _weights(run_dir: Path) -> dict:

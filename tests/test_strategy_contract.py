@@ -10,13 +10,12 @@ process), and records every call the run makes to it; its run must equal the one
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-import warm_cli
+from contract_cli import cli_with, metric_rows
 from numerics import fp_tol, update_tol
 
 from satseq.registry import register_strategy
@@ -87,20 +86,11 @@ FAST = ["trainer.train_batch_size=4", "grpo.group_size=2", "data.train_size=8",
         "data.eval_size=4", "threads=1", "trainer.tensorboard=false", "trainer.progress=false",
         "trainer.num_stages=2", "ppo.lr=1e-3", "method=grpo", "reward.custom=tests.reward_fixtures:length_parity",
         "rollout.max_new_tokens=8"]
-DRIVER = ("import importlib.util, os, sys; sys.path.insert(0, os.path.dirname(sys.argv[1])); "
-          "s = importlib.util.spec_from_file_location('strategy_contract', sys.argv[1]); "
-          "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); "
-          "from satseq.cli import main; sys.argv = ['satseq'] + sys.argv[2:]; main()")
-
-
 def _cli(*args, env=None):
-    return warm_cli.run([sys.executable, "-c", DRIVER, __file__, *map(str, args)], cwd=REPO,
-                        env=dict(os.environ, **(env or {})), timeout=600)
+    return cli_with(__file__, *args, env=env)  # this file runs in the child: the toy strategy is registered there
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if not k.startswith("time/") and k not in ("time", "wall_time")} for r in rows]
+_rows = metric_rows
 
 
 def _weights(run_dir: Path) -> dict:
