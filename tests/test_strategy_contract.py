@@ -45,21 +45,15 @@ class TwoHalves(Strategy):
 
     def rollout(self, workflow, problems, pool, engine, *, group_size, generator, gather=True, **options):
         from satseq.rollout.streams import episode_streams
+        from satseq.workflows.base import rollout_slice
 
         self.update_weights(engine)
         self._log("rollout")
         streams = episode_streams(generator, len(problems) * group_size)
-        half, out = len(problems) // 2, []
-        for lo, hi in ((0, half), (half, len(problems))):
-            if hi <= lo:
-                continue
-            mine = None if streams is None else streams[lo * group_size: hi * group_size]
-            part = workflow.rollout(problems[lo:hi], pool, engine, group_size=group_size, generator=generator,
-                                    streams=mine, **options)
-            for ep in part:
-                ep.group += lo
-            out += part
-        return out
+        half = len(problems) // 2
+        return [ep for lo, hi in ((0, half), (half, len(problems)))
+                for ep in rollout_slice(workflow, problems, lo, hi, pool, engine, group_size=group_size,
+                                        streams=streams, generator=generator, **options)]
 
     def logprobs(self, model, batch, compute, **kw):
         self._log("logprobs")

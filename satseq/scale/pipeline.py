@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from satseq.rollout.streams import episode_streams, pick
+from satseq.rollout.streams import episode_streams
+from satseq.workflows.base import rollout_slice
 
 
 def split(n: int, parts: int) -> list[range]:
@@ -51,15 +52,8 @@ class PipelinedWorkflow:
         parts = split(len(problems), self.micro_batches)
 
         def one(part: range):
-            rows = range(part.start * group_size, part.stop * group_size)
-            return self.workflow.rollout([problems[i] for i in part], pool, engine, group_size=group_size,
-                                         sampling=sampling, streams=pick(streams, rows))
+            return rollout_slice(self.workflow, problems, part.start, part.stop, pool, engine, group_size=group_size,
+                                 streams=streams, sampling=sampling)
 
         with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="satseq-relay") as pool_:
-            results = list(pool_.map(one, parts))
-        episodes = []
-        for part, eps in zip(parts, results):
-            for ep in eps:
-                ep.group += part.start
-            episodes.extend(eps)
-        return episodes
+            return [ep for eps in pool_.map(one, parts) for ep in eps]

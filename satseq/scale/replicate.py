@@ -62,14 +62,12 @@ class Replicate(Strategy):
         if not ddp.is_distributed():
             return workflow.rollout(problems, pool, engine, group_size=group_size, generator=generator, **options)
         from satseq.rollout.streams import episode_streams
+        from satseq.workflows.base import rollout_slice
 
         streams = episode_streams(generator, len(problems) * group_size)
         lo, hi = ddp.shard_bounds(len(problems))
-        mine = None if streams is None else streams[lo * group_size: hi * group_size]
-        local = workflow.rollout(problems[lo:hi], pool, engine, group_size=group_size, generator=generator,
-                                 streams=mine, **options) if hi > lo else []
-        for ep in local:
-            ep.group += lo
+        local = rollout_slice(workflow, problems, lo, hi, pool, engine, group_size=group_size, streams=streams,
+                              generator=generator, **options)
         if not gather:
             return local
         return [ep for part in ddp.all_gather(local) for ep in part]

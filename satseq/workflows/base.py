@@ -120,6 +120,22 @@ class EpisodeWorkflow:
         raise NotImplementedError
 
 
+def rollout_slice(workflow, problems: list, lo: int, hi: int, pool, engine, *, group_size: int, streams,
+                  **options) -> list[Episode]:
+    """``workflow.rollout`` of ``problems[lo:hi]`` alone, each episode sampling from the stream the whole
+    batch gives it (``streams``: :func:`~satseq.rollout.streams.episode_streams` of all the problems,
+    problem-major), so its tokens are the whole batch's; ``Episode.group`` renumbered to the problem's
+    index in ``problems``. What splits a batch (data-parallel ranks, the pipelined relay's micro-batches,
+    a test's toy strategy) rolls each piece out with it."""
+    if hi <= lo:
+        return []
+    episodes = workflow.rollout(problems[lo:hi], pool, engine, group_size=group_size,
+                                streams=pick(streams, range(lo * group_size, hi * group_size)), **options)
+    for ep in episodes:
+        ep.group += lo
+    return episodes
+
+
 def workflow_names() -> list[str]:
     """The registered workflows (the built-in ones are loaded first)."""
     _load_builtin()
