@@ -27,3 +27,15 @@ def metric_rows(run_dir: Path) -> list[dict]:
     """metrics.jsonl's rows without the wall-clock keys (what must repeat exactly)."""
     rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if not k.startswith("time/") and k not in ("time", "wall_time")} for r in rows]
+
+
+def train_kill_resume(test_file: str, args: list, out: Path) -> tuple[Path, Path]:
+    """The contract's runs of ``satseq ARGS``: ``run_name=whole``, then ``run_name=resumed`` SIGKILLed in the
+    middle of stage 1 and run again, which must say it resumes. Returns the two run directories."""
+    whole = cli_with(test_file, *args, "run_name=whole")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    killed = cli_with(test_file, *args, "run_name=resumed", env={"SATSEQ_KILL_AT_STAGE": "1"})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    resumed = cli_with(test_file, *args, "run_name=resumed")
+    assert resumed.returncode == 0 and "resuming" in resumed.stdout + resumed.stderr, resumed.stderr[-2000:]
+    return Path(out) / "whole", Path(out) / "resumed"

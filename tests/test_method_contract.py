@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from contract_cli import cli_with, metric_rows
+from contract_cli import metric_rows, train_kill_resume
 import torch
 from pydantic import Field
 
@@ -76,10 +76,6 @@ FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2
         "trainer.progress=false", "trainer.num_stages=2", "trainer.eval_every=2", "ppo.lr=1e-3", "sat_seq.lr=1e-3"]
 SPEED = {"apo": ["apo.n_samples=2"],  # settings that only make a method fast enough for a test
          "toy_reinforce": ["toy.lr=2e-3"]}  # the toy's own section, set on the command line
-def _cli(*args, env=None):
-    return cli_with(__file__, *args, env=env)  # this file runs in the child: the toy method is registered there
-
-
 def _in_process(*args):
     from typer.testing import CliRunner
 
@@ -149,13 +145,7 @@ def test_every_method_runs_the_base_checks():
 def test_method_contract(method, tiny_dir, tmp_path):
     args = ["train", f"model.path={tiny_dir}", f"method={method}", *FAST, *SPEED.get(method, []),
             f"output_dir={tmp_path}"]
-    whole = _cli(*args, "run_name=whole")
-    assert whole.returncode == 0, whole.stderr[-2000:]
-    killed = _cli(*args, "run_name=resumed", env={"SATSEQ_KILL_AT_STAGE": "1"})
-    assert killed.returncode == -9, killed.stderr[-2000:]
-    resumed = _cli(*args, "run_name=resumed")
-    assert resumed.returncode == 0 and "resuming" in resumed.stdout + resumed.stderr, resumed.stderr[-2000:]
-    a, b = tmp_path / "whole", tmp_path / "resumed"
+    a, b = train_kill_resume(__file__, args, tmp_path)  # this file runs in the child: the toy method too
     assert len(_rows(a)) == 2 and _rows(a) == _rows(b)
     if method == "toy_reinforce":  # its section's key, from the command line, reached its updater
         assert all(r["toy/lr"] == 2e-3 for r in _rows(a))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from contract_cli import cli_with, metric_rows
+from contract_cli import cli_with, metric_rows, train_kill_resume
 from numerics import fp_tol, update_tol
 
 from satseq.registry import register_strategy
@@ -96,14 +96,8 @@ def test_a_strategy_registered_in_a_test_file_trains_and_resumes_exactly(tiny_di
     toy = [*args, "trainer.strategy=toy_two_halves"]
     local = _cli(*args, "run_name=local")
     assert local.returncode == 0, local.stderr[-2000:]
-    whole = _cli(*toy, "run_name=whole")
-    assert whole.returncode == 0, whole.stderr[-2000:]
-    killed = _cli(*toy, "run_name=resumed", env={"SATSEQ_KILL_AT_STAGE": "1"})
-    assert killed.returncode == -9, killed.stderr[-2000:]
-    resumed = _cli(*toy, "run_name=resumed")
-    assert resumed.returncode == 0 and "resuming" in resumed.stdout + resumed.stderr, resumed.stderr[-2000:]
-
-    a, b, one = tmp_path / "whole", tmp_path / "resumed", tmp_path / "local"
+    a, b = train_kill_resume(__file__, toy, tmp_path)
+    one = tmp_path / "local"
     assert len(_rows(a)) == 2 and _rows(a) == _rows(b)  # resumed exactly
     wa, wb, wl = _weights(a), _weights(b), _weights(one)
     assert wa and wa.keys() == wb.keys() == wl.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
