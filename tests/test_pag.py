@@ -185,6 +185,35 @@ def test_advantages_per_role_turn_hand_computed():
     assert torch.allclose(pag_advantages(rewards, groups, norm_by_std=False), rewards - rewards.mean())
 
 
+def test_advantages_verifier_balance_hand_computed():
+    # role baseline; policy [1,0]; verifier: 2 turns on right attempts (rewards 1,0), 4 on wrong (1,0,0,1)
+    P_, V_ = ROLE_IDS["policy"], ROLE_IDS["verifier"]
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    roles = torch.tensor([P_, P_, V_, V_, V_, V_, V_, V_])
+    turns = torch.zeros(8, dtype=torch.long)
+    right = torch.tensor([0, 0, 1, 1, 0, 0, 0, 0])
+    adv = pag_advantages(rewards, groups, roles, turns, group_by="role", attempt_correct=right, verifier_balance=True)
+    # class "right": mean 1/2, std (1/2)^0.5, weight 6/(2*2); class "wrong": mean 1/2, std (1/3)^0.5, weight 6/(2*4)
+    a_r, a_w = 0.5 / 0.5 ** 0.5 * 1.5, 0.5 / (1 / 3) ** 0.5 * 0.75
+    expect = [0.5 / 0.5 ** 0.5, -0.5 / 0.5 ** 0.5, a_r, -a_r, a_w, -a_w, -a_w, a_w]
+    assert torch.allclose(adv, torch.tensor(expect), atol=1e-4)
+    # the point: a verdict that ignores the attempt gets no net push, however many attempts are wrong
+    verdict_ok = torch.tensor([0, 0, 1, 0, 0, 1, 1, 0], dtype=torch.bool)  # "correct" on 1 of 2 and 2 of 4
+    r_blind = torch.where(verdict_ok, right, 1 - right).float()
+    r_blind[roles == P_] = rewards[roles == P_]
+    bal = pag_advantages(r_blind, groups, roles, turns, group_by="role", attempt_correct=right,
+                         verifier_balance=True, norm_by_std=False)
+    plain = pag_advantages(r_blind, groups, roles, turns, group_by="role", norm_by_std=False)
+    assert abs(bal[verdict_ok].sum().item()) < 1e-6 and plain[verdict_ok].sum().item() < -0.1
+    # one class only (all attempts right): plain per-class baseline, weight 1; off = today's formula
+    only = pag_advantages(rewards, groups, roles, turns, group_by="role", attempt_correct=torch.ones(8, dtype=torch.long),
+                          verifier_balance=True)
+    assert torch.equal(only, pag_advantages(rewards, groups, roles, turns, group_by="role"))
+    with pytest.raises(ValueError):
+        pag_advantages(rewards, groups, roles, turns, verifier_balance=True)
+
+
 def test_advantages_groups_and_grpo_convention():
     # two prompt groups never share a baseline
     adv = pag_advantages(torch.tensor([1.0, 0.0, 5.0, 5.0]), torch.tensor([0, 0, 1, 1]),

@@ -110,7 +110,7 @@ def sft_examples(n: int, seed: int, p_ok: float = 2 / 3) -> list[tuple[str, str]
 
 
 def run_check(seed: int = 0, *, steps: int = 40, prompts: int = 16, group: int = 4, lr: float = 3e-4,
-              sft_steps: int = 150, eval_problems: int = 256, p_ok: float = 2 / 3, log=None) -> dict:
+              sft_steps: int = 150, eval_problems: int = 256, p_ok: float = 2 / 3, overrides: tuple[str, ...] = (), log=None) -> dict:
     """Warm start, ``steps`` PAG steps (GRPO update, the default ``pag`` settings), then held-out
     figures of the warm start and the trained policy (T = 1): ``pag_metrics`` plus balanced accuracy."""
     from satseq.config.loader import load_config
@@ -129,7 +129,7 @@ def run_check(seed: int = 0, *, steps: int = 40, prompts: int = 16, group: int =
     run_sft(model, tok, sft_examples(sft_steps * 64, seed, p_ok), SFTConfig(steps=sft_steps, seed=seed), show_progress=False)
     cfg = load_config(None, ["method=pag", f"ppo.lr={lr}", f"ppo.mini_batch_size={prompts * group * 4}",
                              f"trainer.train_batch_size={prompts}", f"grpo.group_size={group}",
-                             "rollout.max_new_tokens=12"])
+                             "rollout.max_new_tokens=12", *overrides])
     pool = AgentPool.full(["policy"], [model], tok)
     engine = HFEngine(tok)
     wf = SelfVerifyWorkflow({"policy": "policy", "verifier": "policy"}, OracleCheckFormat(tok),
@@ -143,6 +143,8 @@ def run_check(seed: int = 0, *, steps: int = 40, prompts: int = 16, group: int =
         model.eval()
         eps = wf.rollout(held_out, pool, engine, generator=torch.Generator().manual_seed(10_000 + seed))
         m = pag_metrics(eps)
+        for k in ("correct_recall", "wrong_recall"):  # None when no attempt of that class was made
+            m[k] = float("nan") if m[k] is None else m[k]
         m["balanced_acc"] = (m["correct_recall"] + m["wrong_recall"]) / 2
         return m
 
@@ -183,11 +185,13 @@ if __name__ == "__main__":
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--p-ok", type=float, default=2 / 3, help="the warm start's share of 'ok' verdicts")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="config overrides, e.g. pag.verifier_balance=true or pag.adv_group_by=group_role")
     args = ap.parse_args()
     torch.set_num_threads(1)
     keys = ("balanced_acc", "correct_recall", "wrong_recall", "acc_t1", "acc_final", "revision_rate")
     for s in args.seeds:
-        r = run_check(seed=s, steps=args.steps, lr=args.lr, p_ok=args.p_ok, log=print)
+        r = run_check(seed=s, steps=args.steps, lr=args.lr, p_ok=args.p_ok, overrides=tuple(args.set), log=print)
         for when in ("start", "end"):
             print(f"seed {s} {when:5s} " + " ".join(f"{k} {r[when][k]:.3f}" for k in keys))
         print(f"seed {s}: {r['seconds']:.0f} s")

@@ -19,6 +19,15 @@ that is the only one of its prompt group to be revised gets 0. ``group_by="group
 batch per role, closest to the paper's RoleAdvNorm) keep a signal there. Training uses ``pag.adv_group_by`` (config default ``"role"``: measured to
 keep the verifier's wrong-recall alive, docs/apo_pag.md).
 
+``verifier_balance=True`` (config ``pag.verifier_balance``, default off): verifier turns are
+baselined per class of the attempt they judged (right / wrong; the class joins the baseline key) and
+each class then weighted ``n / (K * n_class)`` within its baseline group (n verifier turns, K classes
+present), so both classes weigh the same: the verifier's objective becomes balanced accuracy. Without
+it, for a verifier that ignores the attempt and says "correct" with probability p, the summed
+advantage of its "correct" verdicts is ``p (1 - p) (n_right - n_wrong)`` (before the std scaling):
+a batch with more wrong attempts than right ones pushes every verdict to "wrong", whatever the cue.
+With it, that sum is 0 (a cue-blind verdict bias gets no gradient). Policy turns are unchanged.
+
 Registry: the signature follows the adv-estimator convention (leading ``(rewards, group_ids)`` as
 ``grpo``; without ``roles`` / ``turn_ids`` it reduces to GRPO; extra per-turn tensors as keywords),
 but it is deliberately NOT registered here: registering on import would make the registry's
@@ -46,9 +55,13 @@ def pag_advantages(
     group_by: str = "group_role_turn",
     norm_by_std: bool = True,
     eps: float = 1e-6,
+    attempt_correct: Tensor | None = None,
+    verifier_balance: bool = False,
 ) -> Tensor:
     """Per-turn advantages ``[N]`` from flat per-turn ``rewards``, prompt ``group_ids``, ``roles``
-    (:data:`ROLE_IDS` codes) and ``turn_ids`` (turn index in the episode), all ``[N]``."""
+    (:data:`ROLE_IDS` codes) and ``turn_ids`` (turn index in the episode), all ``[N]``;
+    ``attempt_correct`` ``[N]`` (1 / 0 on verifier turns: the judged attempt is right; any value on
+    policy turns) is read only with ``verifier_balance`` (module docstring)."""
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {GROUP_BY}, got {group_by!r}")
     r = rewards if rewards.is_floating_point() else rewards.to(torch.float32)
@@ -63,7 +76,25 @@ def pag_advantages(
             raise ValueError(f"{k} ids must be [N] with N={n}, got {tuple(v.shape)}")
     keys = {"group_role_turn": ("group", "role", "turn"), "group_role": ("group", "role"), "role": ("role",)}
     key = torch.stack([cols[k].to(device=r.device, dtype=torch.long) for k in keys[group_by]], dim=1)
-    return keyed_group_normalize(r, key, norm_by_std=norm_by_std, eps=eps)
+    if not verifier_balance:
+        return keyed_group_normalize(r, key, norm_by_std=norm_by_std, eps=eps)
+    if attempt_correct is None or attempt_correct.shape != (n,):
+        raise ValueError("verifier_balance needs attempt_correct [N]")
+    is_v = cols["role"].to(r.device) == ROLE_IDS["verifier"]
+    cls = torch.where(is_v, attempt_correct.to(device=r.device, dtype=torch.long).clamp(0, 1),
+                      torch.full_like(zeros, -1))
+    key_v = torch.cat([key, is_v.long().unsqueeze(1)], dim=1)  # never mix roles, whatever group_by
+    key_cls = torch.cat([key_v, cls.unsqueeze(1)], dim=1)
+    adv = keyed_group_normalize(r, key_cls, norm_by_std=norm_by_std, eps=eps)
+    _, g = torch.unique(key_v, dim=0, return_inverse=True)
+    _, gc = torch.unique(key_cls, dim=0, return_inverse=True)
+    n_g = torch.bincount(g).to(r.dtype)[g]
+    n_gc = torch.bincount(gc).to(r.dtype)[gc]
+    classes = torch.zeros(int(g.max()) + 1, 2, dtype=torch.bool, device=r.device)
+    classes[g[is_v], cls[is_v]] = True
+    k = classes.sum(1).to(r.dtype)[g]
+    w = torch.where(is_v, n_g / (k.clamp(min=1) * n_gc), torch.ones_like(r))
+    return adv * w
 
 
 def episode_turn_tensors(episodes: list[Episode]) -> dict[str, Tensor]:
@@ -74,6 +105,8 @@ def episode_turn_tensors(episodes: list[Episode]) -> dict[str, Tensor]:
         "group_ids": torch.tensor([g for g, _ in turns], dtype=torch.long),
         "roles": torch.tensor([ROLE_IDS[t.role] for _, t in turns], dtype=torch.long),
         "turn_ids": torch.tensor([t.index for _, t in turns], dtype=torch.long),
+        "attempt_correct": torch.tensor([int(bool(t.info.get("attempt_correct"))) if t.role == "verifier" else 0
+                                         for _, t in turns], dtype=torch.long),
     }
 
 

@@ -55,7 +55,8 @@ class PAGUpdater:
                 pool.keep_reference(self.name)
 
     def update(self, stage: int, episodes: list[Episode]) -> dict:
-        flat = assign_pag_advantages(episodes, group_by=self.cfg.pag.adv_group_by)
+        flat = assign_pag_advantages(episodes, group_by=self.cfg.pag.adv_group_by,
+                                     verifier_balance=self.cfg.pag.verifier_balance)
         out = {f"pag/{k}": v for k, v in pag_metrics(episodes).items() if v is not None}
         out["pag/policy_turns_mean"] = sum(ep.info["policy_turns"] for ep in episodes) / max(1, len(episodes))
         if self.mode == "apo":
