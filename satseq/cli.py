@@ -73,7 +73,7 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
 
     path, overrides = split_config_args(args or [])
     cfg = load_config(path, overrides)
-    check_layout(cfg, ddp.launched_with_ranks())  # before the process group: one line per rank, no hang
+    check_layout(cfg, ddp.launched_ranks())  # before the process group: one line per rank, no hang
     with ddp.process_group(cfg.device):  # under torchrun: data parallel over its ranks (docs/scale.md)
         run_dir = run_train(cfg, stop_after=stop_after)
     if ddp.is_main():

@@ -30,7 +30,7 @@ from satseq.rewards.custom import resolve_custom_reward
 from satseq.rewards.grade import timeout_count
 from satseq.utils.versions import library_versions
 from satseq.registry import check_layout
-from satseq.strategy import Strategy, activate
+from satseq.strategy import Strategy, activate, launched_ranks
 from satseq.tracking import NoTracker, Tracker
 from satseq.runtime import Runtime
 from satseq.update.loop import Updater
@@ -56,7 +56,7 @@ class Run:
 def build_run(cfg: TrainConfig, console=print, reward_fn=None, strategy: Strategy | None = None) -> Run:
     """Everything a run needs before its first stage (``reward_fn`` replaces correctness), laid out by
     ``strategy`` (default: the one :func:`satseq.registry.check_layout` picks for ``cfg`` in this process)."""
-    strategy = strategy or check_layout(cfg, _launched_ranks())(cfg)
+    strategy = strategy or check_layout(cfg, launched_ranks())(cfg)
     method = get_method(cfg.method)
     custom = resolve_custom_reward(cfg, reward_fn)
     if custom is not None and not method.supports_custom_reward:
@@ -73,11 +73,6 @@ def build_run(cfg: TrainConfig, console=print, reward_fn=None, strategy: Strateg
         updater = strategy.updater(method, cfg, rt, gen, prepared)  # local: method.build_updater(...)
     return Run(method, rt, workflow, updater, RewardContext(custom=custom, updater=updater), gen,
                method.metric_roles(cfg, rt, workflow), strategy)
-
-
-def _launched_ranks() -> int:
-    """``WORLD_SIZE`` set by torchrun (1 when not launched by it)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def rollout_metrics(episodes, roles: list[str]) -> dict:
@@ -111,7 +106,7 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
     ``stop_when(stage, metrics) -> bool``, asked after each stage is logged, ends the run there with a
     checkpoint of that stage (``satseq compare``'s token / wall-clock budget)."""
     cfg = finalize(cfg)
-    strategy = check_layout(cfg, _launched_ranks())(cfg)  # where the work happens (satseq.strategy)
+    strategy = check_layout(cfg, launched_ranks())(cfg)  # where the work happens (satseq.strategy)
     with activate(strategy):
         return _train(cfg, strategy, console, stop_after, reward_fn, stop_when)
 

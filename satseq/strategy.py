@@ -140,6 +140,13 @@ class Strategy:
         return load_trainer_state(run_dir, pool)
 
 
+def launched_ranks() -> int:
+    """``WORLD_SIZE`` set by torchrun (1 when not launched by it): how many processes run this run."""
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 _CURRENT: list[Strategy] = []
 _LOCAL = Strategy()
 

@@ -34,7 +34,6 @@ several runs the coach stops writing an answer (see the doc). The slow test asse
 from __future__ import annotations
 
 import copy
-import hashlib
 import random
 import sys
 import time
@@ -46,6 +45,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from satseq.records import Problem  # noqa: E402
+from hashed_letter_task import LetterFormat, hashed_gold, hashed_problems  # noqa: E402
 
 #: the trained turn 3 must beat turn 1 and copying the coach (each at most 0.5 on this task) by this much
 MARGIN = 0.15
@@ -54,7 +54,7 @@ LETTERS = "ABCD"
 
 def gold(problem: str) -> str:
     """The answer of ``47213``: one of ``ABCD`` by a hash of the text (unlearnable from the text)."""
-    return LETTERS[hashlib.sha256(problem.encode()).digest()[0] % 4]
+    return hashed_gold(problem, LETTERS)
 
 
 def row(letter: str) -> str:
@@ -66,28 +66,13 @@ def col(letter: str) -> str:
 
 
 def problems(n: int, seed: int) -> list[Problem]:
-    rng = random.Random(f"split-{seed}")
-    texts = [str(x) for x in rng.sample(range(10000, 100000), n)]
-    return [Problem(f"p{i}", t, gold(t)) for i, t in enumerate(texts)]
+    return hashed_problems(n, seed, "split", LETTERS)
 
 
-class SplitKnowledgeFormat:
+class SplitKnowledgeFormat(LetterFormat):
     """The prompt format of the check task (the interface of :class:`EmbeddedMLMTFormat`)."""
 
-    name = "embedded"
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    @staticmethod
-    def _shown(text: str | None) -> str:
-        from satseq.rewards.extract import extract_answer
-
-        ans = extract_answer(text)
-        return ans if ans is not None and len(ans) == 1 and ans in LETTERS else "?"
+    letters = LETTERS
 
     def single(self, problem: str) -> str:
         return f"S{row(gold(problem))}|{problem}="

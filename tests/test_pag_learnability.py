@@ -24,7 +24,6 @@ above Acc@t1 (the reviser learns to switch after "no").
 """
 from __future__ import annotations
 
-import hashlib
 import random
 import sys
 import time
@@ -36,6 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from satseq.records import Problem  # noqa: E402
+from hashed_letter_task import LetterFormat, hashed_gold, hashed_problems  # noqa: E402
 
 #: balanced accuracy of the trained verifier must beat both constants (0.5 each) by this much
 MARGIN = 0.25
@@ -45,32 +45,17 @@ REVISION_GAIN = 0.10
 
 def gold(problem: str) -> str:
     """The answer of ``47213``: ``A`` or ``B`` by a hash of the text (unlearnable)."""
-    return "AB"[hashlib.sha256(problem.encode()).digest()[0] % 2]
+    return hashed_gold(problem, "AB")
 
 
 def problems(n: int, seed: int) -> list[Problem]:
-    rng = random.Random(f"oracle-{seed}")
-    texts = [str(x) for x in rng.sample(range(10000, 100000), n)]
-    return [Problem(f"p{i}", t, gold(t)) for i, t in enumerate(texts)]
+    return hashed_problems(n, seed, "oracle", "AB")
 
 
-class OracleCheckFormat:
+class OracleCheckFormat(LetterFormat):
     """The prompt format of the check task (the interface of :class:`EmbeddedPAGFormat`)."""
 
-    name = "embedded"
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    @staticmethod
-    def _shown(attempt: str | None) -> str:
-        from satseq.rewards.extract import extract_answer
-
-        ans = extract_answer(attempt)
-        return ans if ans in ("A", "B") else "?"
+    letters = "AB"
 
     def single(self, problem: str) -> str:
         return f"S__|{problem}="

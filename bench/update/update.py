@@ -316,7 +316,7 @@ def fsdp_worker(a) -> None:
 
     release_freed_memory()
     torch.set_num_threads(1)
-    if ddp.launched_with_ranks() > 1:
+    if ddp.launched_ranks() > 1:
         dist.init_process_group("gloo")
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(**SMOLLM2))

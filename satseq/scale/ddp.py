@@ -30,6 +30,8 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
+from satseq.strategy import launched_ranks  # WORLD_SIZE: the strategy layer owns it
+
 
 # ---------------------------------------------------------------------------- who am I
 def is_distributed() -> bool:
@@ -53,16 +55,11 @@ def is_main() -> bool:
     return rank() == 0
 
 
-def launched_with_ranks() -> int:
-    """``WORLD_SIZE`` set by torchrun (1 when not launched by it)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
 # ---------------------------------------------------------------------------- the process group
 def setup(device: str) -> bool:
     """Join the process group torchrun describes (``WORLD_SIZE`` > 1): NCCL for a CUDA ``device``
     (each rank on GPU ``LOCAL_RANK``), Gloo otherwise. Returns whether this call created it."""
-    if launched_with_ranks() <= 1 or not dist.is_available() or dist.is_initialized():
+    if launched_ranks() <= 1 or not dist.is_available() or dist.is_initialized():
         return False
     cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
     if cuda:
