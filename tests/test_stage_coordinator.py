@@ -204,3 +204,47 @@ def test_without_the_is_factor_every_agent_has_weight_one_and_the_first_agent_is
     assert all(torch.equal(s_on["agent_1"][k], s_off["agent_1"][k]) for k in s_on["agent_1"])
     assert any(not torch.equal(s_on["agent_3"][k], s_off["agent_3"][k]) for k in s_on["agent_3"])
 
+
+
+def test_simultaneous_trust_region_shrinks_every_step_and_ignores_the_order_and_the_other_agents(tiny):
+    """``method=simultaneous simultaneous.trust_region=true``: SAT-Seq's check and shrink on each agent's
+    step, c = 1 and the listed order whatever ``sat_seq.scheduler`` says. At lr 1e-3 one step lands
+    outside the trust region, so every agent's step is shrunk until its quantile KL is within the target;
+    the last agent's step is bit for bit the one it takes when it is the only agent trained."""
+    over = {"sat_seq.lr": 1e-3, "sat_seq.mini_batch_size": 64, "sat_seq.max_backtracks": 8,
+            "sat_seq.scheduler": "random"}
+    cfg, pool, _, wf, eng, gen = _setup(tiny, **over)
+    episodes = _episodes(wf, pool, eng, gen)
+    twin = AgentPool.full(AGENTS, [copy.deepcopy(pool.module(a)) for a in AGENTS], pool.tokenizer)
+    m = StageCoordinator(cfg, pool, torch.Generator().manual_seed(1), simultaneous=True).update(0, episodes)
+    assert m["stage/order"] == ",".join(AGENTS)
+    for a in AGENTS:
+        assert m[f"{a}/is_weight_mean"] == 1.0 and m[f"{a}/accepted"] == 1.0
+        assert m[f"{a}/backtracks"] >= 1 and m[f"{a}/kl_quantile"] <= cfg.algorithm.kl_ctrl.target_kl
+    alone_cfg = load_config(None, [f"{k}={v}" for k, v in over.items()] + [
+        "sat_seq.group_size=4", "sat_seq.agents.0.trainable=false", "sat_seq.agents.1.trainable=false"])
+    alone_gen = torch.Generator().manual_seed(1)
+    for _ in AGENTS[:-1]:  # the mini-batch permutations the first two agents drew
+        torch.randperm(16, generator=alone_gen)
+    StageCoordinator(alone_cfg, twin, alone_gen, simultaneous=True).update(0, episodes)
+    last, last_alone = pool.trainable_state(AGENTS[-1]), twin.trainable_state(AGENTS[-1])
+    assert all(torch.equal(last[k], last_alone[k]) for k in last)
+    # without the trust region the same step is not shrunk: its KL is past the target
+    cfg2, pool2, _, wf2, eng2, gen2 = _setup(tiny, **{**over, "trainer.step_kl": True})
+    from satseq.methods.simultaneous.updater import SimultaneousUpdater
+
+    plain = SimultaneousUpdater(cfg2, pool2, torch.Generator().manual_seed(1)).update(0, _episodes(wf2, pool2, eng2, gen2))
+    assert all(plain[f"{a}/kl_step_q99"] > cfg.algorithm.kl_ctrl.target_kl for a in AGENTS)
+
+
+def test_simultaneous_trust_region_is_a_setting_of_method_simultaneous_only():
+    from satseq.errors import ConfigError
+    from satseq.registry import get_method
+
+    cfg = load_config(None, ["method=simultaneous", "simultaneous.trust_region=true"])
+    assert cfg.simultaneous.trust_region and "algorithm.kl_ctrl" in get_method("simultaneous").sections
+    assert "algorithm.kl_ctrl" not in get_method("shared_policy").sections
+    for method in ("sat_seq", "grpo", "shared_policy"):
+        with pytest.raises(ConfigError, match=rf"^config key 'simultaneous.trust_region': only method=simultaneous "
+                                              rf"reads it \(method={method}\)$"):
+            load_config(None, [f"method={method}", "simultaneous.trust_region=true"])

@@ -49,10 +49,13 @@ class StageCoordinator:
     """Owns the per-agent optimizers and β's; ``update(stage, episodes)`` runs one stage's updates."""
 
     def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu", certificate=None,
-                 agent_steps=None):
+                 agent_steps=None, simultaneous: bool = False):
         """``certificate``: a :class:`~satseq.methods.sat_seq.monitor.certificate_batch.CertificateBatch`
-        (None = no certificate)."""
+        (None = no certificate). ``simultaneous``: every agent's step from the batch policy with c = 1,
+        in the listed order (no scheduler), the check and shrink unchanged: the simultaneous update
+        with SAT-Seq's trust region (``method=simultaneous simultaneous.trust_region=true``)."""
         self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
+        self.simultaneous = simultaneous
         self.certificate = certificate
         self.cert_start: dict | None = None  # the warm start's bounds (for the certified improvement)
         self.cert_start_known = True
@@ -88,7 +91,8 @@ class StageCoordinator:
         adv = seqaware_advantages(rewards, groups, gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam,
                                   A_clip=s.A_clip)
         mean_abs = {n: float(adv.normalized[:, k].abs().mean()) for k, n in enumerate(self.agents)}
-        order = [n for n in self.scheduler.order(stage, mean_abs) if n in self.trainable]
+        order = self.agents if self.simultaneous else self.scheduler.order(stage, mean_abs)
+        order = [n for n in order if n in self.trainable]
 
         metrics: dict = {"stage/order": ",".join(order)}
         if self.certificate is not None and self.cert_start is None and self.cert_start_known:
@@ -99,7 +103,7 @@ class StageCoordinator:
         updated_log_ratios: list[torch.Tensor] = []
         for name in order:
             c = truncated_is_weight(updated_log_ratios, num_episodes=E) \
-                if updated_log_ratios and s.importance_weight else torch.ones(E)
+                if updated_log_ratios and s.importance_weight and not self.simultaneous else torch.ones(E)
             batch = turns_of(episodes, name, adv.normalized)
             t0 = time.perf_counter()
             res, seq_lr, m = self._agent_step(name, batch, c[batch.episode])

@@ -29,9 +29,13 @@ SHARED_AGENT = "policy"
 class SharedPolicy(Simultaneous):
     name = "shared_policy"
     title = "One shared policy on the relay (baseline)"
+    update_sections = ("sat_seq",)  # no KL check, no simultaneous.trust_region
 
     def check(self, cfg) -> None:
         super().check(cfg)
+        if cfg.simultaneous.trust_region:
+            raise ConfigError("config key 'simultaneous.trust_region': only method=simultaneous reads it "
+                              "(method=shared_policy)")
         agents = cfg.sat_seq.agents
         if len({a.path for a in agents}) > 1:
             raise ConfigError("config key 'sat_seq.agents': method=shared_policy plays every role with one policy, "
