@@ -11,15 +11,24 @@ The team is rewarded only for its vote (``reward.own=0``).
 2. "before": that warm start as the three relay agents (their vote) and as one agent on a one-pass prompt;
 3. SAT-Seq: three agents, block-coordinate updates, quantile-KL check, and the certificate (a PAC
    lower bound on the vote and on its improvement, δ = 0.05, from 256 fresh held-out episodes);
-4. GRPO: one agent on the one-pass prompt, the same stages, prompts per stage, group size and lr;
-   read both alone and as all three relay agents;
-5. a before/after table, also written to ``<output_dir>/quickstart/results.{json,md}``.
+4. one shared policy (``method=shared_policy``): one model playing all three roles of the same relay,
+   the same stages, prompts, group size and lr, so the same generated samples as SAT-Seq: the fair
+   one-model baseline (what separate parameters add); read on the relay and alone in one pass;
+5. GRPO: one agent on the one-pass prompt, the same stages, prompts per stage, group size and lr (a
+   third of the relay's generated turns); read both alone and as all three relay agents;
+6. a before/after table, also written to ``<output_dir>/quickstart/results.{json,md}``.
 
+The three trainings run two at a time, each in its own process (SAT-Seq in one; GRPO, then the shared
+policy, in the other) with half of the machine's cores each: the tiny model's runs are too small to use
+two cores well, so two side by side finish sooner than one after another (docs/results.md, "Quickstart").
+Each run is seeded and its own process, so what it computes does not depend on what runs beside it.
 Accuracies are sampled at temperature 1 (``EVAL_SAMPLES`` episodes per held-out problem).
 """
 from __future__ import annotations
 
 import time
+from concurrent.futures import ProcessPoolExecutor, wait
+from multiprocessing import get_context
 from pathlib import Path
 
 import torch
@@ -43,10 +52,14 @@ EVAL_SAMPLES = 2
 #: estimate of the time left, rescaled after each phase by how fast this machine went so far
 PHASES = [("warm_starts", "the chain warm start (shipped with satseq: a copy)", 1),
           ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass", 9),
-          ("sat_seq_train", f"SAT-Seq: three agents, {STAGES} stages", 140),
+          ("train", f"{STAGES} stages of SAT-Seq (three agents) beside GRPO (one agent, one pass), then one "
+                    "shared policy on the relay (two processes)", 190),
           ("sat_seq_eval", "SAT-Seq's three agents on the held-out problems", 9),
-          ("grpo_train", f"GRPO: one agent on the one-pass prompt, {STAGES} stages", 38),
+          ("shared_eval", "the shared policy on the relay and alone", 9),
           ("grpo_eval", "GRPO's policy alone and in all three seats", 9)]
+#: the training runs: (config method, label); split into two processes as LANES says
+RUNS = {"sat_seq": "SAT-Seq", "grpo": "GRPO", "shared_policy": "one shared policy"}
+LANES = (("sat_seq",), ("grpo", "shared_policy"))
 
 class PhaseClock:
     """Prints each phase as it starts (``[3/6] SAT-Seq ... · about 2 min 30 s left``) and times it:
@@ -77,7 +90,48 @@ class PhaseClock:
 def _duration(seconds: float) -> str:
     m, s = divmod(int(round(seconds)), 60)
     return f"{m} min {s:02d} s" if m else f"{s} s"
-ROWS = [("vote", "three agents in sequence: their vote"), ("one_pass", "one agent, one pass")]
+ROWS = [("vote", "relay of three seats: the vote"), ("one_pass", "one agent, one pass")]
+COLUMNS = [("before", "chain warm start"), ("sat_seq", "SAT-Seq: 3 agents"),
+           ("shared_policy", "1 policy in the 3 seats"), ("grpo", "GRPO: 1 agent, 1 pass")]
+
+
+def _quiet(*_args, **_kwargs) -> None:
+    """A training lane's console: the parent reports its progress from the runs' metrics."""
+
+
+def _train_lane(configs: list, threads: int) -> list[str]:
+    """One process's share of the trainings, one after the other, on ``threads`` threads."""
+    from transformers.utils import logging as hf_logging
+
+    from satseq.loop import train
+
+    hf_logging.disable_progress_bar()  # the checkpoints' "Writing model shards" bars
+    torch.set_num_threads(threads)
+    return [str(train(cfg, console=_quiet)) for cfg in configs]
+
+
+def _stages_done(run_dir: Path) -> int:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    return len({r["step"] for r in read_jsonl(path, allow_partial_last_line=True) if "step" in r})
+
+
+def _train_side_by_side(cfgs: dict, con) -> dict[str, Path]:
+    """Train every config of ``cfgs`` (method -> config), :data:`LANES` in two spawned processes with
+    half of this process's threads each (one process where it has one thread); every 15 s, the stages each run has
+    logged. A run that fails raises here, with its own traceback."""
+    cores = torch.get_num_threads()  # this process's budget (OMP_NUM_THREADS, else the cores)
+    lanes = [list(lane) for lane in LANES] if cores >= 2 else [[m for lane in LANES for m in lane]]
+    threads = max(1, cores // len(lanes))
+    ctx = get_context("spawn")  # a fresh interpreter: no OpenMP pool inherited from this process
+    with ProcessPoolExecutor(max_workers=len(lanes), mp_context=ctx) as pool:
+        futures = [pool.submit(_train_lane, [cfgs[m] for m in lane], threads) for lane in lanes]
+        while wait(futures, timeout=15)[1]:
+            con.print("    " + " · ".join(f"{RUNS[m]} {_stages_done(cfgs[m].run_dir)}/{cfgs[m].trainer.num_stages}"
+                                          for m in cfgs))
+        done = [f.result() for f in futures]
+    return {m: Path(d) for lane, dirs in zip(lanes, done) for m, d in zip(lane, dirs)}
 
 
 def _config(output_dir: Path, method: str, stages: int | None, seed: int, overrides: list[str] = ()):
@@ -118,13 +172,23 @@ def _trained(cfg, run_dir: Path, console):
     return rt
 
 
+def _in_three_seats(cfg, run_dir: Path, rt, grt, seed: int, con) -> dict:
+    """A trained one-policy run (GRPO, the shared policy): its policy in all three relay seats (the
+    vote, on ``rt``'s relay) and alone on the one-pass prompt (``grt``: a GRPO runtime of the task)."""
+    trained = _trained(cfg, run_dir, con.print)
+    policy = trained.pool.module(trained.pool.names[0])
+    relay_pool = AgentPool.full(AGENTS, [policy] * len(AGENTS), trained.tokenizer)
+    alone = AgentPool.full(grt.pool.names[:1], [policy], trained.tokenizer)
+    return {"vote": _vote(relay_pool, rt, seed), "one_pass": _one_pass(alone, grt.pool.names[0], grt, seed)}
+
+
 def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None, seed: int = 0,
                    console=None, overrides: list[str] = ()) -> dict:
-    """The five steps above; ``overrides`` (``key=value``) apply to both runs after the preset."""
+    """The six steps above; ``overrides`` (``key=value``) apply to every run after the preset."""
     from rich.console import Console
     from rich.table import Table
 
-    from satseq.loop import build_run, train
+    from satseq.loop import build_run
 
     con = console or Console()
     t_start = time.perf_counter()
@@ -132,7 +196,8 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     clock = PhaseClock(con)
 
     # 1-2. warm starts and the "before" numbers
-    cfg, gcfg = (_config(output_dir, m, stages, seed, overrides) for m in ("sat_seq", "grpo"))
+    cfgs = {m: _config(output_dir, m, stages, seed, overrides) for m in RUNS}
+    cfg, gcfg = cfgs["sat_seq"], cfgs["grpo"]
     clock.start("warm_starts")
     rt = build_run(cfg, console=con.print).rt
     grt = build_run(gcfg, console=con.print).rt
@@ -142,37 +207,31 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     con.print(f"chain warm start: the three agents' vote {results['before']['vote']:.3f}, "
               f"one agent in one pass {results['before']['one_pass']:.3f}")
 
-    # 3. SAT-Seq, three agents
-    clock.start("sat_seq_train")
-    run_dir = train(cfg, console=con.print)
+    # 3-5. SAT-Seq (three agents), one shared policy on the relay, GRPO (one agent): the same stages
+    clock.start("train")
+    run_dirs = _train_side_by_side(cfgs, con)
     clock.start("sat_seq_eval")
-    trained = _trained(cfg, run_dir, con.print)
+    trained = _trained(cfg, run_dirs["sat_seq"], con.print)
     results["sat_seq"] = {"vote": _vote(trained.pool, trained, seed), "one_pass": None}
-    results["certificate"] = _final_certificate(run_dir)
-
-    # 4. GRPO, one agent, the same budget; alone and as all three relay agents
-    clock.start("grpo_train")
-    grun = train(gcfg, console=con.print)
+    results["certificate"] = _final_certificate(run_dirs["sat_seq"])
+    clock.start("shared_eval")
+    results["shared_policy"] = _in_three_seats(cfgs["shared_policy"], run_dirs["shared_policy"], rt, grt, seed, con)
     clock.start("grpo_eval")
-    gtrained = _trained(gcfg, grun, con.print)
-    policy = gtrained.pool.module(gtrained.pool.names[0])
-    relay_pool = AgentPool.full(AGENTS, [policy] * len(AGENTS), gtrained.tokenizer)
-    results["grpo"] = {"vote": _vote(relay_pool, rt, seed),
-                       "one_pass": _one_pass(gtrained.pool, gtrained.pool.names[0], gtrained, seed)}
+    results["grpo"] = _in_three_seats(gcfg, run_dirs["grpo"], rt, grt, seed, con)
     clock.stop()
     results["timings_s"].update(clock.spent)
     results["timings_s"]["total"] = time.perf_counter() - t_start
 
-    # 5. the table
+    # 6. the table
     cell = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-    cols = ("chain warm start", "after SAT-Seq (3 agents)", "after GRPO (1 agent, same budget)")
     table = Table(title=f"the chain task (a+b+c): held-out accuracy, {results['n_problems']} problems never trained on, "
-                        f"{EVAL_SAMPLES} sampled episodes each (T = 1), {results['stages']} stages")
+                        f"{EVAL_SAMPLES} sampled episodes each (T = 1), after {results['stages']} stages of each "
+                        "method (SAT-Seq and the shared policy generate the same samples, GRPO a third)")
     table.add_column("")
-    for col in cols:
+    for _, col in COLUMNS:
         table.add_column(col, justify="right")
     for key, label in ROWS:
-        table.add_row(label, *(cell(results[c][key]) for c in ("before", "sat_seq", "grpo")))
+        table.add_row(label, *(cell(results[c][key]) for c, _ in COLUMNS))
     con.print(table)
     cert = results["certificate"]
     if cert:
@@ -180,13 +239,14 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
                   f"{cert['vote_lower']:.3f} (measured {cert['vote_mean']:.3f}), "
                   f"at least {cert['vote_improvement_lower']:+.3f} above the warm start's")
     gain = results["sat_seq"]["vote"] - results["before"]["vote"]
-    con.print(f"three agents: {results['before']['vote']:.3f} → {results['sat_seq']['vote']:.3f} ({gain * 100:+.1f} points); "
-              f"one agent after the same budget: {cell(results['grpo']['one_pass'])} alone, "
-              f"{cell(results['grpo']['vote'])} in all three seats · total {results['timings_s']['total']:.0f} s")
+    con.print(f"the relay's vote: {results['before']['vote']:.3f} → {results['sat_seq']['vote']:.3f} with three agents "
+              f"(SAT-Seq, {gain * 100:+.1f} points), → {cell(results['shared_policy']['vote'])} with one policy "
+              f"trained in all three seats (the same samples); one agent trained on one pass (GRPO): "
+              f"{cell(results['grpo']['one_pass'])} alone, {cell(results['grpo']['vote'])} in the three seats · "
+              f"total {results['timings_s']['total']:.0f} s")
     out = Path(output_dir) / "quickstart"
     write_json(out / "results.json", results)
-    md = ["| | " + " | ".join(cols) + " |", "|---|---|---|---|"]
-    md += [f"| {label} | " + " | ".join(cell(results[c][key]) for c in ("before", "sat_seq", "grpo")) + " |"
-           for key, label in ROWS]
+    md = ["| | " + " | ".join(col for _, col in COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
+    md += [f"| {label} | " + " | ".join(cell(results[c][key]) for c, _ in COLUMNS) + " |" for key, label in ROWS]
     write_text(out / "results.md", "\n".join(md) + "\n")
     return results

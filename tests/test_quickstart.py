@@ -26,22 +26,25 @@ def test_quickstart_prints_the_chain_table_and_writes_its_results(tmp_path):
     _ready_made_warm_starts(tmp_path)
     r = CliRunner(env={"COLUMNS": "240"}).invoke(app, ["quickstart", "--output-dir", str(tmp_path), "--stages", "1", *TINY])
     assert r.exit_code == 0, r.output
-    assert "three agents in sequence: their vote" in r.output and "one agent, one pass" in r.output
+    assert "relay of three seats: the vote" in r.output and "one agent, one pass" in r.output
+    assert "1 policy in the 3 seats" in r.output
     assert "SAT-Seq's certificate" in r.output
     # each phase announces itself with the time left, so the first minute never looks hung
     assert [f"[{i}/6]" in r.output for i in range(1, 7)] == [True] * 6 and r.output.count(" left") >= 6
     res = json.loads((tmp_path / "quickstart" / "results.json").read_text())
     assert res["task"] == "chain" and res["stages"] == 1 and res["n_problems"] == 6
-    for col in ("before", "sat_seq", "grpo"):
+    for col in ("before", "sat_seq", "shared_policy", "grpo"):
         assert 0.0 <= res[col]["vote"] <= 1.0
-    assert res["sat_seq"]["one_pass"] is None and 0.0 <= res["grpo"]["one_pass"] <= 1.0
+    assert res["sat_seq"]["one_pass"] is None
+    assert 0.0 <= res["grpo"]["one_pass"] <= 1.0 and 0.0 <= res["shared_policy"]["one_pass"] <= 1.0
     assert res["certificate"]["n"] == 4 and res["certificate"]["vote_lower"] <= res["certificate"]["vote_mean"]
     md = (tmp_path / "quickstart" / "results.md").read_text().splitlines()
-    assert len(md) == 4 and md[2].startswith("| three agents in sequence")
-    # each run trained on the chain task, with the team reward only
-    for run in ("quickstart_sat_seq", "quickstart_grpo"):
+    assert len(md) == 4 and md[2].startswith("| relay of three seats") and md[0].count("|") == 6
+    # each run trained on the chain task, with the team reward only; the shared policy's one model
+    for run in ("quickstart_sat_seq", "quickstart_grpo", "quickstart_shared_policy"):
         cfg = (tmp_path / run / "train_config.yaml").read_text()
         assert "embedded_task: chain" in cfg and "num_stages: 1" in cfg
+    assert (tmp_path / "quickstart_shared_policy" / "policy_stage_1").is_dir()
 
 
 def test_quickstart_names_a_bad_override(tmp_path):

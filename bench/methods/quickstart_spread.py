@@ -12,7 +12,7 @@ it ran at, and the table names those. Run it alone on the machine.
 
 Prints, and with ``--write`` puts between ``<!-- quickstart-spread:begin -->`` and
 ``<!-- quickstart-spread:end -->`` of that page (atomically): each seed's row (the vote of the three
-agents before / after SAT-Seq, one agent in one pass before / after GRPO, GRPO's policy in all three
+agents before / after SAT-Seq, one shared policy trained in the three seats, one agent in one pass before / after GRPO, GRPO's policy in all three
 seats, SAT-Seq's certified vote and improvement, wall time) and the mean ± s.e. over seeds.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- quickstart-spread:begin -->", "<!-- quickstart-spread:end -->"
 COLS = [("three agents: warm start", lambda r: r["before"]["vote"]),
         ("after SAT-Seq", lambda r: r["sat_seq"]["vote"]),
+        ("one shared policy in the three seats (same samples)", lambda r: r["shared_policy"]["vote"]),
         ("one agent, one pass: warm start", lambda r: r["before"]["one_pass"]),
         ("after GRPO", lambda r: r["grpo"]["one_pass"]),
         ("GRPO's policy in all three seats", lambda r: r["grpo"]["vote"]),
