@@ -99,9 +99,13 @@ def test_compare_writes_table_and_figure(compared):
     md = (out / "comparison.md").read_text()
     assert (out / "comparison.png").read_bytes()[:4] == b"\x89PNG"
     for row in ("| **grpo** (grpo) |", "| **sat_seq** (sat_seq) |", "| ↳ warm start |",
-                "| ↳ best-of-2 of the warm start (pass@2) |", "60 generated tokens"):
+                "| ↳ best-of-2 of the warm start (pass@2) |", "60 generated tokens",
+                "| ↳ majority of 2 samples (maj@2) |", "| ↳ majority of 2 samples of the warm start (maj@2) |"):
         assert row in md, row
+    assert md.count("majority of 2 samples") == 2  # one policy answering alone only: GRPO and its warm start
     data = json.loads((out / "comparison.json").read_text())
+    assert 0.0 <= data["runs"]["grpo"][0]["eval"]["maj@k"]["mean"] <= 1.0
+    assert "maj@k" not in data["runs"]["sat_seq"][0]["eval"]
     for name in ("grpo", "sat_seq"):
         (res,) = data["runs"][name]
         assert res["tokens"] >= 60 and res["budget_reached"]  # stopped at the first stage past the budget

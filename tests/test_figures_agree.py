@@ -128,6 +128,7 @@ def test_quickstart_headlines_are_the_seed_table():
     assert len(seeds) >= 3, "the quickstart's spread needs 3 seeds"
     figs = {f["name"]: _norm(f["documented"]) for f in HEADLINES["quickstart"]["figures"]}
     for name, col in (("vote before", "three agents: warm start"), ("vote SAT-Seq", "after SAT-Seq"),
+                      ("vote shared policy", "one shared policy in the three seats (same samples)"),
                       ("one pass before", "one agent, one pass: warm start"), ("one pass GRPO", "after GRPO"),
                       ("vote GRPO", "GRPO's policy in all three seats")):
         j = header.index(col)

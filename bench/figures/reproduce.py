@@ -50,6 +50,7 @@ def quickstart(out: Path) -> dict:
         _run([str(BIN / "satseq"), "quickstart", "--output-dir", str(out)])
     r = json.loads(res.read_text())
     return {"vote before": r["before"]["vote"], "vote SAT-Seq": r["sat_seq"]["vote"],
+            "vote shared policy": r["shared_policy"]["vote"],
             "one pass before": r["before"]["one_pass"], "one pass GRPO": r["grpo"]["one_pass"],
             "vote GRPO": r["grpo"]["vote"]}
 

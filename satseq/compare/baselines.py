@@ -103,7 +103,8 @@ def coach_baselines(rows: Sequence[dict]) -> dict:
 
 def summarize_eval(metrics: dict, rows: Sequence[dict], k: int) -> dict:
     """What the comparison keeps of one evaluation: accuracy and pass@k (mean ± s.e. over problems),
-    and the workflow's trivial baselines (verifier or coach) when it has them."""
+    maj@k for one policy answering alone (the majority of k samples, ties to the first), and the
+    workflow's trivial baselines (verifier or coach) when it has them."""
     from satseq.eval.predictions_io import problem_key
 
     seen, uniq = set(), []
@@ -114,6 +115,9 @@ def summarize_eval(metrics: dict, rows: Sequence[dict], k: int) -> dict:
             uniq.append(r)
     out = {"workflow": metrics.get("workflow"), "accuracy": metrics["accuracy"], "k": k,
            "pass@k": metrics.get(f"pass@{k}"), "n_problems": metrics.get("n_problems"), "n": metrics.get("n")}
+    alone = out["workflow"] == "single" or (out["workflow"] == "relay" and uniq and len(uniq[0].get("agents", ())) == 1)
+    if alone:  # one policy answering alone, scored by the vote of k samples: a relay of k seats' fair rival
+        out["maj@k"] = metrics.get(f"maj@{k}")
     if out["workflow"] == "self_verify":
         out["verifier"] = verifier_baselines(uniq)
         out["turn1"] = metrics["turn1"]["accuracy"]

@@ -6,8 +6,10 @@ mean ± s.e. over seeds (``s.e. = sample std / sqrt(seeds)``), the mean of each 
 error over problems ("eval s.e."), pass@k, the generated tokens and samples and the summed stage time
 it spent, and its stages. Extra rows under it: PAG's verifier against the constant verifiers
 (balanced accuracy in the accuracy column, wrong-recall and raw accuracy in the notes); MLMT's coach
-alone and a solver that copies the coach. Under the runs that share a warm start: that warm start,
-evaluated the same way, and its best-of-k (pass@k). Then, with a ``sweep``, per run the metric
+alone and a solver that copies the coach; for one policy answering alone, the majority of k samples
+(maj@k: the same policy given as many samples as a relay of k seats). Under the runs that share a
+warm start: that warm start, evaluated the same way, its best-of-k (pass@k) and, answering alone,
+its maj@k. Then, with a ``sweep``, per run the metric
 against the swept value (mean ± s.e. over seeds; figure ``sweep.png``), and for every run the
 stability table (:mod:`satseq.compare.stability`: collapsed seeds and why, final and best held-out
 accuracy, the largest per-token KL between consecutive policies, SAT-Seq's backtracks and step
@@ -66,6 +68,11 @@ def run_rows(name: str, seeds: list[dict]) -> list[list[str]]:
                  f"{_mean([s['tokens'] for s in seeds]):,.0f}", f"{_mean([s['samples'] for s in seeds]):,.0f}",
                  fmt(_over_seeds([s["train_s"] for s in seeds]), 1), " / ".join(str(s["stages"]) for s in seeds),
                  "; ".join(notes))]
+    if ev[0].get("maj@k") is not None:
+        k = ev[0]["k"]
+        rows.append(_row(f"↳ majority of {k} samples (maj@{k})", _over_seeds([e["maj@k"]["mean"] for e in ev]),
+                         _mean([e["maj@k"]["se"] for e in ev]),
+                         notes=f"the same policy given as many samples as a relay of {k} seats"))
     if "verifier" in ev[0]:
         for key, label in (("trained", "verifier, trained"), ("always_correct", 'verifier always "correct"'),
                            ("always_wrong", 'verifier always "wrong"')):
@@ -93,9 +100,13 @@ def warm_rows(warm: dict, k: int, used_by: list[str]) -> list[list[str]]:
         notes.append(f"its verifier: balanced accuracy {fmt(v['balanced_accuracy'])}, wrong-recall {fmt(v['wrong_recall'])}")
     if "coach" in e:
         notes.append(f"coach alone {fmt(e['coach']['coach_alone'])}, copy the coach {fmt(e['coach']['copy_coach'])}")
-    return [_row("↳ warm start", e["accuracy"]["mean"], e["accuracy"]["se"], e.get("pass@k"), notes="; ".join(notes)),
+    rows = [_row("↳ warm start", e["accuracy"]["mean"], e["accuracy"]["se"], e.get("pass@k"), notes="; ".join(notes)),
             _row(f"↳ best-of-{k} of the warm start (pass@{k})", (e.get("pass@k") or {}).get("mean"),
                  (e.get("pass@k") or {}).get("se"), notes="the ceiling of what RL can select")]
+    if e.get("maj@k") is not None:
+        rows.append(_row(f"↳ majority of {k} samples of the warm start (maj@{k})", e["maj@k"]["mean"], e["maj@k"]["se"],
+                         notes="what a vote adds without training"))
+    return rows
 
 
 def groups(results: dict[str, list[dict]], warm: dict[str, Optional[dict]]) -> list[tuple[Optional[str], list[str]]]:
