@@ -11,6 +11,7 @@ weights, optimizer states, β's, RNG streams and the data position are all resto
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from satseq.async_rollouts import check_async
 from satseq.checkpoint import save_agent_checkpoints
 from satseq.config import TrainConfig, dump_config, save_config
 from satseq.config.loader import finalize
@@ -107,8 +109,19 @@ def train(cfg: TrainConfig, console=print, stop_after: int | None = None, reward
     checkpoint of that stage (``satseq compare``'s token / wall-clock budget)."""
     cfg = finalize(cfg)
     strategy = check_layout(cfg, launched_ranks())(cfg)  # where the work happens (satseq.strategy)
+    check_async(cfg, launched_ranks())
     with activate(strategy):
         return _train(cfg, strategy, console, stop_after, reward_fn, stop_when)
+
+
+@contextlib.contextmanager
+def _closing(ahead):
+    """Stops the rollout thread when the loop ends, however it ends."""
+    try:
+        yield ahead
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn, stop_when) -> Path:
@@ -128,6 +141,10 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
     start = 0
     state = strategy.load_trainer_state(run_dir, rt.pool) if cfg.resume else None
     if state is not None:
+        saved_s = state.get("max_staleness", 0)
+        if saved_s != cfg.trainer.max_staleness:
+            raise ConfigError(f"config key 'trainer.max_staleness': {run_dir} was trained with {saved_s}; a resumed run "
+                              f"keeps its schedule (set trainer.max_staleness={saved_s})")
         updater.load_state_dict(state["updater"])
         gen.set_state(state["generator"])
         sampler.load_state_dict(state["sampler"])
@@ -153,17 +170,37 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
         generated["samples"] += sum(len(ep.turns) for ep in eps)
         return eps, method.assign_rewards(cfg, eps, run.rewards) or {}
 
-    with strategy, tracker, progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
-                               enabled=cfg.trainer.progress and main) as bar:
+    ahead = None  # trainer.max_staleness > 0: the rollout thread (satseq.async_rollouts)
+    if cfg.trainer.max_staleness:
+        from satseq.async_rollouts import AsyncRollouts
+
+        ahead = AsyncRollouts(cfg, method, rt, workflow, run.rewards, sampler, start=start,
+                              state=state.get("async") if state else None)
+    with strategy, tracker, _closing(ahead), progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
+                                                          enabled=cfg.trainer.progress and main) as bar:
         bar.advance(start)
         for stage in range(start, cfg.trainer.num_stages):
             t0, timeouts0 = time.perf_counter(), timeout_count()
-            generated.update(tokens=0, samples=0)
-            episodes, reward_metrics = method.collect(cfg, draw, cfg.trainer.train_batch_size)
+            if ahead is None:
+                generated.update(tokens=0, samples=0)
+                episodes, reward_metrics = method.collect(cfg, draw, cfg.trainer.train_batch_size)
+                stale = {}
+            else:  # made by the rollout thread from θ_{stage − s}
+                batch, waited = ahead.batch(stage)
+                episodes, reward_metrics = batch.episodes, batch.reward_metrics
+                generated.update(tokens=batch.tokens, samples=batch.samples)
+                stale = {"async/staleness": stage - batch.version, "time/trainer_wait": waited,
+                         "time/rollout_wait": batch.weights_wait_s, "time/rollout_thread": batch.rollout_s,
+                         **{f"{a}/staleness": stage - batch.version for a in rt.pool.names}}
+            for ep in episodes:  # the version of the agents that acted (θ_stage when synchronous)
+                ep.info.setdefault("policy_version", stage)
             _fault_injection(stage)
             t_rollout = time.perf_counter() - t0
-            metrics = {**rollout_metrics(episodes, run.roles), **reward_metrics, **method.rollout_metrics(cfg, episodes)}
+            metrics = {**rollout_metrics(episodes, run.roles), **reward_metrics, **method.rollout_metrics(cfg, episodes),
+                       **stale}
             metrics.update(updater.update(stage, episodes))
+            if ahead is not None and stage < last:
+                ahead.publish(stage + 1, rt.pool)  # θ_{stage+1}: the rollout thread may make batch stage+1+s
             metrics["time/rollout"] = t_rollout
             metrics["rollout/generated_tokens"] = generated["tokens"]
             metrics["rollout/generated_samples"] = generated["samples"]
@@ -183,6 +220,8 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
             rank_rng = strategy.rng_states()  # every rank takes part; None on one process
             strategy.save_trainer_state(run_dir, stage=stage, pool=rt.pool, extra=lambda: {  # collective under fsdp2
                 "updater": updater.state_dict(), "generator": gen.get_state(), "sampler": sampler.state_dict(),
+                "max_staleness": cfg.trainer.max_staleness,
+                **({"async": ahead.state_dict(stage)} if ahead is not None else {}),
                 **({"rank_rng": rank_rng} if rank_rng else {})})
             bar.set_postfix(f"vote {metrics['rollout/vote_accuracy']:.2f}")
             bar.advance()
