@@ -33,6 +33,10 @@ weights it needed), ``time/rollout_thread`` (the thread's seconds on the batch),
 ``<agent>/staleness``; the engine correction logs ``<agent>/is_engine_mean``,
 ``is_engine_truncated`` (the share of tokens whose ratio was cut at C) and ``logprob_gap_max``.
 
+Threads: the rollout thread and the trainer's thread each run their kernels on half of torch's
+intra-op threads (at least 1; OpenMP's count is per thread). The same count on both sides keeps the
+kernels' work split, hence the run, independent of which thread set it last (MKL's count is global).
+
 One process, ``rollout.engine=hf`` (a thread cannot share vLLM's engine), ``trainer.backend=local``:
 :func:`check_async` says so in one line otherwise.
 """
@@ -111,6 +115,9 @@ class AsyncRollouts:
         self.closed = False
         self.cv = threading.Condition()
         self.next = start
+        total = torch.get_num_threads()  # the process's intra-op threads, half to each thread
+        self.threads, self.restore_threads = max(1, total // 2), total
+        torch.set_num_threads(self.threads)  # this (the trainer's) thread; OpenMP's count is per thread
         if state:  # batches generated before the checkpoint, and the sampler's position after them
             for b in state["pending"]:
                 self.ready[b.stage] = b
@@ -162,6 +169,7 @@ class AsyncRollouts:
             self.closed = True
             self.cv.notify_all()
         self.thread.join()
+        torch.set_num_threads(self.restore_threads)
 
     def _raise(self) -> None:
         if self.error is not None:
@@ -172,6 +180,7 @@ class AsyncRollouts:
         """Batch after batch, each as soon as its weights are published: batch j waits for θ_{j−s}. The
         loop publishes no version after the last stage, so the thread ends s batches past it (kept in
         the final trainer state) and waits there until :meth:`close`."""
+        torch.set_num_threads(self.threads)
         try:
             while True:
                 j = self.next
