@@ -194,6 +194,11 @@ def test_overrides_follow_the_same_rules():
         assert part in str(exc.value) and "\n" not in str(exc.value), (item, str(exc.value))
     assert load_config(None, ["trainer.progress=no"]).trainer.progress is False
     assert load_config(None, ["ppo.lr=1e-5"]).ppo.lr == 1e-5
+    # YAML reads `off` as false: a choice that offers "off" takes it as the choice, in a file too
+    cfg = load_config(None, ["rollout.is_correction=off", "trainer.autocast=off"])
+    assert (cfg.rollout.is_correction, cfg.trainer.autocast) == ("off", "off")
+    with pytest.raises(ConfigError, match="rollout.is_correction"):
+        load_config(None, ["rollout.is_correction=on"])  # true is no choice
 
 
 def test_eval_sampling_options_must_be_finite():

@@ -25,6 +25,8 @@ class Section(BaseModel):
         """``gamma: yes`` / ``gamma=true`` is an error, not 1.0, for a key that takes a number."""
         if isinstance(value, bool) and info.field_name and _takes_number(cls.model_fields[info.field_name].annotation):
             raise ValueError(f"expected a number, got a boolean ({str(value).lower()})")
+        if value is False and info.field_name and _takes_off(cls.model_fields[info.field_name].annotation):
+            return "off"  # YAML reads `off` (and `no`) as false: `rollout.is_correction=off` means the choice "off"
         return value
 
 
@@ -38,3 +40,11 @@ def _takes_number(annotation) -> bool:
         alts = [x for a in alts for x in (typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType)
                                           else (a,))]
     return any(a in (int, float) for a in alts) and bool not in alts
+
+
+def _takes_off(annotation) -> bool:
+    """A choice among strings, one of which is "off" (and not a bool)."""
+    import typing
+
+    return typing.get_origin(annotation) is Literal and "off" in typing.get_args(annotation)
+
