@@ -52,7 +52,9 @@ $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 	touch $@
 
 quickstart: setup-core
-	$(BIN)/satseq quickstart
+	# bytecode written (where the environment turned it off): the quickstart's two training processes then
+	# import what the first compiled instead of compiling it again
+	PYTHONDONTWRITEBYTECODE= $(BIN)/satseq quickstart
 
 # the whole default suite: .venv installed, then satseq's engine's tests in it on 2 pytest-xdist workers while
 # .venv-vllm installs beside them (mostly unpacking wheels), then the vLLM engine's tests in .venv-vllm (run,

@@ -19,7 +19,8 @@ The team is rewarded only for its vote (``reward.own=0``).
 6. a before/after table, also written to ``<output_dir>/quickstart/results.{json,md}``.
 
 The three trainings run two at a time, each in its own process (SAT-Seq in one; GRPO, then the shared
-policy, in the other) with half of the machine's cores each: the tiny model's runs are too small to use
+policy, in the other) with half of the machine's cores each, started before the warm start is
+evaluated (step 2 runs beside them): the tiny model's runs are too small to use
 two cores well, so two side by side finish sooner than one after another (docs/results.md, "Quickstart").
 Each run is seeded and its own process, so what it computes does not depend on what runs beside it.
 Accuracies are sampled at temperature 1 (``EVAL_SAMPLES`` episodes per held-out problem).
@@ -51,9 +52,10 @@ EVAL_SAMPLES = 2
 #: the phases, with their seconds on a fresh clone (2 idle cores, AMD EPYC Zen 3; docs/results.md): the first
 #: estimate of the time left, rescaled after each phase by how fast this machine went so far
 PHASES = [("warm_starts", "the chain warm start (shipped with satseq: a copy)", 1),
-          ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass", 9),
+          ("before", "the warm start on 200 held-out problems: three agents' vote, one agent in one pass (the "
+                     "trainings have started beside it)", 12),
           ("train", f"{STAGES} stages of SAT-Seq (three agents) beside GRPO (one agent, one pass), then one "
-                    "shared policy on the relay (two processes)", 190),
+                    "shared policy on the relay (two processes)", 195),
           ("sat_seq_eval", "SAT-Seq's three agents on the held-out problems", 9),
           ("shared_eval", "the shared policy on the relay and alone", 9),
           ("grpo_eval", "GRPO's policy alone and in all three seats", 9)]
@@ -117,21 +119,35 @@ def _stages_done(run_dir: Path) -> int:
     return len({r["step"] for r in read_jsonl(path, allow_partial_last_line=True) if "step" in r})
 
 
-def _train_side_by_side(cfgs: dict, con) -> dict[str, Path]:
-    """Train every config of ``cfgs`` (method -> config), :data:`LANES` in two spawned processes with
-    half of this process's threads each (one process where it has one thread); every 15 s, the stages each run has
-    logged. A run that fails raises here, with its own traceback."""
-    cores = torch.get_num_threads()  # this process's budget (OMP_NUM_THREADS, else the cores)
-    lanes = [list(lane) for lane in LANES] if cores >= 2 else [[m for lane in LANES for m in lane]]
-    threads = max(1, cores // len(lanes))
-    ctx = get_context("spawn")  # a fresh interpreter: no OpenMP pool inherited from this process
-    with ProcessPoolExecutor(max_workers=len(lanes), mp_context=ctx) as pool:
-        futures = [pool.submit(_train_lane, [cfgs[m] for m in lane], threads) for lane in lanes]
-        while wait(futures, timeout=15)[1]:
-            con.print("    " + " · ".join(f"{RUNS[m]} {_stages_done(cfgs[m].run_dir)}/{cfgs[m].trainer.num_stages}"
-                                          for m in cfgs))
-        done = [f.result() for f in futures]
-    return {m: Path(d) for lane, dirs in zip(lanes, done) for m, d in zip(lane, dirs)}
+class SideBySide:
+    """The trainings of ``cfgs`` (method -> config), :data:`LANES` in two spawned processes with half of
+    this process's threads each (one process where it has one thread), started at once so that their
+    start-up and this process's work overlap; :meth:`wait` reports the stages each run has logged every
+    15 s and returns the run directories. A run that fails raises there, with its own traceback."""
+
+    def __init__(self, cfgs: dict):
+        self.cfgs = cfgs
+        cores = torch.get_num_threads()  # this process's budget (OMP_NUM_THREADS, else the cores)
+        self.lanes = [list(lane) for lane in LANES] if cores >= 2 else [[m for lane in LANES for m in lane]]
+        threads = max(1, cores // len(self.lanes))
+        ctx = get_context("spawn")  # a fresh interpreter: no OpenMP pool inherited from this process
+        self.pool = ProcessPoolExecutor(max_workers=len(self.lanes), mp_context=ctx)
+        self.futures = [self.pool.submit(_train_lane, [cfgs[m] for m in lane], threads) for lane in self.lanes]
+
+    def close(self) -> None:
+        """Stop the trainings still running (this process failed or was interrupted before they ended)."""
+        if not all(f.done() for f in self.futures):
+            for proc in list(getattr(self.pool, "_processes", {}).values()):
+                proc.terminate()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def wait(self, con) -> dict[str, Path]:
+        with self.pool:
+            while wait(self.futures, timeout=15)[1]:
+                con.print("    " + " · ".join(f"{RUNS[m]} {_stages_done(c.run_dir)}/{c.trainer.num_stages}"
+                                              for m, c in self.cfgs.items()))
+            done = [f.result() for f in self.futures]
+        return {m: Path(d) for lane, dirs in zip(self.lanes, done) for m, d in zip(lane, dirs)}
 
 
 def _config(output_dir: Path, method: str, stages: int | None, seed: int, overrides: list[str] = ()):
@@ -201,15 +217,20 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     clock.start("warm_starts")
     rt = build_run(cfg, console=con.print).rt
     grt = build_run(gcfg, console=con.print).rt
-    clock.start("before")
-    results["n_problems"], results["stages"] = len(rt.eval), cfg.trainer.num_stages
-    results["before"] = {"vote": _vote(rt.pool, rt, seed), "one_pass": _one_pass(grt.pool, grt.pool.names[0], grt, seed)}
-    con.print(f"chain warm start: the three agents' vote {results['before']['vote']:.3f}, "
-              f"one agent in one pass {results['before']['one_pass']:.3f}")
+    trainings = SideBySide(cfgs)  # 3-5 start now: the warm start is evaluated beside them
+    try:
+        clock.start("before")
+        results["n_problems"], results["stages"] = len(rt.eval), cfg.trainer.num_stages
+        results["before"] = {"vote": _vote(rt.pool, rt, seed),
+                             "one_pass": _one_pass(grt.pool, grt.pool.names[0], grt, seed)}
+        con.print(f"chain warm start: the three agents' vote {results['before']['vote']:.3f}, "
+                  f"one agent in one pass {results['before']['one_pass']:.3f}")
 
-    # 3-5. SAT-Seq (three agents), one shared policy on the relay, GRPO (one agent): the same stages
-    clock.start("train")
-    run_dirs = _train_side_by_side(cfgs, con)
+        # 3-5. SAT-Seq (three agents), one shared policy on the relay, GRPO (one agent): the same stages
+        clock.start("train")
+        run_dirs = trainings.wait(con)
+    finally:
+        trainings.close()  # an error or Ctrl-C above: the trainings stop too
     clock.start("sat_seq_eval")
     trained = _trained(cfg, run_dirs["sat_seq"], con.print)
     results["sat_seq"] = {"vote": _vote(trained.pool, trained, seed), "one_pass": None}
