@@ -17,7 +17,7 @@ def _fake_outputs(out: Path) -> None:
     (out / "quickstart").mkdir(parents=True)
     (out / "quickstart" / "results.json").write_text(json.dumps(
         {"before": {"vote": 0.2, "one_pass": 0.0}, "sat_seq": {"vote": 0.8, "one_pass": None},
-         "grpo": {"vote": 0.2, "one_pass": 0.0}}))
+         "shared_policy": {"vote": 0.8, "one_pass": 0.0}, "grpo": {"vote": 0.2, "one_pass": 0.0}}))
     run = {"vote_equal_samples": 0.5}
     (out / "multiagent_comparison_chain.json").write_text(json.dumps(
         {"0": {"warm_start": {"vote": 0.2}, "sat_seq": run, "simultaneous": run, "grpo": run}}))
