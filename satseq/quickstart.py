@@ -121,7 +121,7 @@ def _stages_done(run_dir: Path) -> int:
 
 class SideBySide:
     """The trainings of ``cfgs`` (method -> config), :data:`LANES` in two spawned processes with half of
-    this process's threads each (one process where it has one thread), started at once so that their
+    this process's threads each (in this process, one after the other, where it has one thread), started at once so that their
     start-up and this process's work overlap; :meth:`wait` reports the stages each run has logged every
     15 s and returns the run directories. A run that fails raises there, with its own traceback."""
 
@@ -130,18 +130,26 @@ class SideBySide:
         cores = torch.get_num_threads()  # this process's budget (OMP_NUM_THREADS, else the cores)
         self.lanes = [list(lane) for lane in LANES] if cores >= 2 else [[m for lane in LANES for m in lane]]
         threads = max(1, cores // len(self.lanes))
-        ctx = get_context("spawn")  # a fresh interpreter: no OpenMP pool inherited from this process
-        self.pool = ProcessPoolExecutor(max_workers=len(self.lanes), mp_context=ctx)
-        self.futures = [self.pool.submit(_train_lane, [cfgs[m] for m in lane], threads) for lane in self.lanes]
+        self.pool, self.futures = None, []
+        if len(self.lanes) > 1:  # one lane (one thread): trained here, in wait(), with no process to start
+            ctx = get_context("spawn")  # a fresh interpreter: no OpenMP pool inherited from this process
+            self.pool = ProcessPoolExecutor(max_workers=len(self.lanes), mp_context=ctx)
+            self.futures = [self.pool.submit(_train_lane, [cfgs[m] for m in lane], threads) for lane in self.lanes]
 
     def close(self) -> None:
         """Stop the trainings still running (this process failed or was interrupted before they ended)."""
+        if self.pool is None:
+            return
         if not all(f.done() for f in self.futures):
             for proc in list(getattr(self.pool, "_processes", {}).values()):
                 proc.terminate()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     def wait(self, con) -> dict[str, Path]:
+        if self.pool is None:
+            from satseq.loop import train
+
+            return {m: Path(train(self.cfgs[m], console=_quiet)) for m in self.lanes[0]}
         with self.pool:
             while wait(self.futures, timeout=15)[1]:
                 con.print("    " + " · ".join(f"{RUNS[m]} {_stages_done(c.run_dir)}/{c.trainer.num_stages}"
