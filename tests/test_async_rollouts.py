@@ -43,6 +43,7 @@ def _gap(pool, episodes, temperature: float = 1.0) -> float:
     return max(gaps)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_each_batch_comes_from_the_version_the_schedule_names_and_no_other(tiny_dir, tmp_path, lora):
     cfg = load_config(None, [f"model.path={tiny_dir}", f"output_dir={tmp_path}", "trainer.max_staleness=1",
