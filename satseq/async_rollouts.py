@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 import torch
 
 from satseq.errors import ConfigError
+from satseq.stage_batch import collect_stage
 
 
 def check_async(cfg, ranks: int) -> None:
@@ -209,18 +210,11 @@ class AsyncRollouts:
     def _generate(self, stage: int, version: int) -> StageBatch:
         cfg, method = self.cfg, self.method
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + 7 * stage + 1)
-        counts = {"tokens": 0, "samples": 0}
         t0 = time.perf_counter()
-
-        def draw(n: int):
-            problems = [self.train[i] for i in self.sampler.next_batch(n)]
-            eps = self.workflow.rollout(problems, self.pool, self.engine, group_size=method.group_size(cfg),
-                                        generator=gen)
-            counts["tokens"] += sum(len(t.response_ids) for ep in eps for t in ep.turns)
-            counts["samples"] += sum(len(ep.turns) for ep in eps)
-            return eps, method.assign_rewards(cfg, eps, self.rewards) or {}
-
-        episodes, reward_metrics = method.collect(cfg, draw, cfg.trainer.train_batch_size)
+        episodes, reward_metrics, counts = collect_stage(
+            cfg, method, self.train, self.sampler,
+            lambda problems: self.workflow.rollout(problems, self.pool, self.engine, group_size=method.group_size(cfg),
+                                                   generator=gen), self.rewards)
         for ep in episodes:
             ep.info["policy_version"] = version
         return StageBatch(stage, version, episodes, reward_metrics, counts["tokens"], counts["samples"],

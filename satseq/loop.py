@@ -32,6 +32,7 @@ from satseq.rewards.custom import resolve_custom_reward
 from satseq.rewards.grade import timeout_count
 from satseq.utils.versions import library_versions
 from satseq.registry import check_layout
+from satseq.stage_batch import collect_stage
 from satseq.strategy import Strategy, activate, launched_ranks
 from satseq.tracking import NoTracker, Tracker
 from satseq.runtime import Runtime
@@ -161,14 +162,8 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
                       config=dump_config(cfg), resume_step=start) if main else NoTracker()
     last, hook_state = cfg.trainer.num_stages - 1, {}
-    generated = {"tokens": 0, "samples": 0}  # this stage's, dropped groups (dynamic sampling) included
-
-    def draw(n: int):  # n more prompts, rolled out and rewarded (method.collect may draw again)
-        problems = [rt.train[i] for i in sampler.next_batch(n)]
-        eps = strategy.rollout(workflow, problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
-        generated["tokens"] += sum(len(t.response_ids) for ep in eps for t in ep.turns)
-        generated["samples"] += sum(len(ep.turns) for ep in eps)
-        return eps, method.assign_rewards(cfg, eps, run.rewards) or {}
+    def rollout(problems):  # the trainer's agents, on the strategy's workers
+        return strategy.rollout(workflow, problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
 
     ahead = None  # trainer.max_staleness > 0: the rollout thread (satseq.async_rollouts)
     if cfg.trainer.max_staleness:
@@ -182,13 +177,12 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
         for stage in range(start, cfg.trainer.num_stages):
             t0, timeouts0 = time.perf_counter(), timeout_count()
             if ahead is None:
-                generated.update(tokens=0, samples=0)
-                episodes, reward_metrics = method.collect(cfg, draw, cfg.trainer.train_batch_size)
+                episodes, reward_metrics, generated = collect_stage(cfg, method, rt.train, sampler, rollout, run.rewards)
                 stale = {}
             else:  # made by the rollout thread from θ_{stage − s}
                 batch, waited = ahead.batch(stage)
                 episodes, reward_metrics = batch.episodes, batch.reward_metrics
-                generated.update(tokens=batch.tokens, samples=batch.samples)
+                generated = {"tokens": batch.tokens, "samples": batch.samples}
                 stale = {"async/staleness": stage - batch.version, "time/trainer_wait": waited,
                          "time/rollout_wait": batch.weights_wait_s, "time/rollout_thread": batch.rollout_s,
                          **{f"{a}/staleness": stage - batch.version for a in rt.pool.names}}
