@@ -40,6 +40,7 @@ def _compare(args, env=None):
 # ------------------------------------------------------------------------------ YAML errors
 BAD = [
     ("budget: {tokens: 10, seconds: 5}\nruns: [{name: a, method: grpo}]\n", ":1: key 'budget': give exactly one"),
+    ("budget: {tokens: 10, samples: 5}\nruns: [{name: a, method: grpo}]\n", ":1: key 'budget': give exactly one"),
     ("runs: [{name: a, method: grpo}]\n", "key 'budget': required key missing"),
     ("budget: {tokens: 10}\nrunz: []\nruns: [{name: a, method: grpo}]\n", ":2: key 'runz': unknown key"),
     ("budget: {tokens: 10}\nruns:\n  - {name: a, method: grpo}\n  - {name: a, method: sat_seq}\n",
@@ -186,11 +187,18 @@ def test_budget_stop_counts_stages_logged_before_a_resume(tmp_path):
     assert stop(3, {"rollout/generated_tokens": 10}) is False  # 40
     assert stop(4, {"rollout/generated_tokens": 10}) is True  # 50 >= 45
     assert BudgetStop(tmp_path, "seconds", 2.5)(1, {"time/stage": 2.0}) is True  # row 0 (1 s) + 2 s
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "rollout/generated_tokens": 10,
+                                                                 "rollout/generated_samples": 3}) + "\n"
+                                                     for s in range(2)))
+    samples = BudgetStop(tmp_path, "samples", 9)
+    assert samples(2, {"rollout/generated_samples": 2}) is False  # 3 + 3 + 2 = 8 samples (26 tokens)
+    assert samples(3, {"rollout/generated_samples": 1}) is True  # 9
     rows = [{"step": 0, "rollout/generated_tokens": 5, "rollout/generated_samples": 2, "time/stage": 1.0},
             {"step": 1, "rollout/generated_tokens": 5, "rollout/generated_samples": 2, "time/stage": 1.0,
              "eval/policy/accuracy": 0.5}]
     s = training_summary(rows, "tokens", 10)
     assert s["budget_reached"] and s["curve"] == {"samples": [4.0], "tokens": [10.0], "seconds": [2.0], "acc": [0.5]}
+    assert training_summary(rows, "samples", 4)["budget_reached"] and not training_summary(rows, "samples", 5)["budget_reached"]
 
 
 def test_curve_key_prefers_the_final_answer_in_a_methods_namespace():

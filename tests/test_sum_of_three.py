@@ -1,6 +1,7 @@
 """MLMT's embedded task (sum of three): solutions by hand, splits, warm-start transcripts by role,
 and the wiring that gives MLMT (training and the coach evaluation) this task."""
 import random
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,35 @@ def test_behaviour_names_each_transcript_kind_of_the_warm_start():
     assert behaviour(two_stage_solution(347, 289, 126)) == "two_stage"
     assert behaviour(USE_HINT + "\\boxed{762}") == "copy"
     assert behaviour("\\boxed{762}") == "hasty"
+
+
+def test_a_methods_task_for_another_method(tmp_path):
+    """``data.embedded_task=mlmt`` / ``pag``: GRPO trains on that method's problems, from its warm start,
+    with its generation length (GRPO on the solver / the first attempt at equal samples, issue 38)."""
+    from satseq.config import load_config
+    from satseq.data.arithmetic import ArithmeticTask
+    from satseq.eval.runner import _load_dataset
+    from satseq.models.embedded_tasks import ensure_embedded_warm_start
+    from satseq.registry import get_method
+    from satseq.runtime import load_datasets
+
+    grpo = get_method("grpo")
+    cfg = load_config(None, ["method=grpo", "data.embedded_task=mlmt", "data.train_size=20", "data.eval_size=10"])
+    train, held = load_datasets(cfg, grpo)
+    assert all(p.problem.count("+") == 2 for p in train + held) and cfg.rollout.max_new_tokens == 96
+    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, method=grpo, embedded_task="mlmt")
+    assert ident == "embedded-sum3:eval:seed0"
+    cfg = load_config(None, ["method=grpo", "data.embedded_task=pag", "data.train_size=5"])
+    assert isinstance(get_method("pag").embedded_task(), ArithmeticTask) and cfg.rollout.max_new_tokens == 48
+    # the warm start is the owner's: MLMT's directory, built (or found) by MLMT's builder
+    made = []
+    mlmt = get_method("mlmt")
+    original = type(mlmt).ensure_warm_start
+    try:
+        type(mlmt).ensure_warm_start = lambda self, out, **kw: made.append(out) or Path(out) / "embedded" / "mlmt_seed0"
+        assert ensure_embedded_warm_start("mlmt", grpo, tmp_path) == tmp_path / "embedded" / "mlmt_seed0"
+    finally:
+        type(mlmt).ensure_warm_start = original
+    assert made == [tmp_path]
+    with pytest.raises(Exception, match="embedded_task"):
+        load_config(None, ["method=grpo", "data.embedded_task=sat_seq"])

@@ -49,9 +49,13 @@ def read_json_if_exists(path: Path) -> Optional[dict]:
     return data if isinstance(data, dict) else None
 
 
+#: the metric each budget kind sums over a run's logged stages
+BUDGET_KEYS = {"tokens": "rollout/generated_tokens", "samples": "rollout/generated_samples", "seconds": "time/stage"}
+
+
 def budget_used(row: dict, kind: str) -> float:
-    """What one logged stage spent: its generated tokens, or its stage time in seconds."""
-    return float(row.get("rollout/generated_tokens", 0) if kind == "tokens" else row.get("time/stage", 0.0))
+    """What one logged stage spent: its generated tokens or samples (turns), or its stage time in seconds."""
+    return float(row.get(BUDGET_KEYS[kind], 0))
 
 
 class BudgetStop:
@@ -99,7 +103,7 @@ def training_summary(rows: list[dict], kind: str, amount: float) -> dict:
         if key is not None and isinstance(r.get(key), (int, float)):
             for name, v in (("samples", samples), ("tokens", tokens), ("seconds", seconds), ("acc", r[key])):
                 curve[name].append(v)
-    used = tokens if kind == "tokens" else seconds
+    used = {"tokens": tokens, "samples": samples, "seconds": seconds}[kind]
     return {"stages": len(rows), "samples": int(samples), "tokens": int(tokens), "train_s": seconds,
             "budget_reached": used >= amount, "curve_key": key, "curve": curve}
 

@@ -51,29 +51,33 @@ class _Strict(BaseModel):
 
 
 class Budget(_Strict):
-    """What every run may spend: generated tokens (all turns, dropped groups included) or the summed
-    stage time in seconds (rollout + update; held-out evaluation and checkpoint writing excluded)."""
+    """What every run may spend: generated tokens or generated samples (all turns, dropped groups
+    included; a sample is one generated turn), or the summed stage time in seconds (rollout + update;
+    held-out evaluation and checkpoint writing excluded). ``samples`` makes "equal samples" literal
+    between methods whose turns differ in length (PAG's one-word verdicts, GRPO's solutions)."""
 
     tokens: Optional[int] = Field(None, ge=1)
+    samples: Optional[int] = Field(None, ge=1)
     seconds: Optional[float] = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _exactly_one(self):
-        if (self.tokens is None) == (self.seconds is None):
-            raise ValueError("give exactly one of budget.tokens or budget.seconds")
+        if sum(v is not None for v in (self.tokens, self.samples, self.seconds)) != 1:
+            raise ValueError("give exactly one of budget.tokens, budget.samples or budget.seconds")
         return self
 
     @property
     def kind(self) -> str:
-        return "tokens" if self.tokens is not None else "seconds"
+        return next(k for k in ("tokens", "samples", "seconds") if getattr(self, k) is not None)
 
     @property
     def amount(self) -> float:
-        return float(self.tokens if self.tokens is not None else self.seconds)
+        return float(getattr(self, self.kind))
 
     def describe(self) -> str:
-        return (f"{self.tokens:,} generated tokens" if self.tokens is not None
-                else f"{self.seconds:g} s of training (summed stage time)")
+        if self.kind == "seconds":
+            return f"{self.seconds:g} s of training (summed stage time)"
+        return f"{int(self.amount):,} generated {self.kind}"
 
 
 class EvalSpec(_Strict):
