@@ -87,8 +87,9 @@ def _load(path: str, cfg: TrainConfig, device: str, console, method=None):
 
     if path == EMBEDDED:  # each method starts from the warm start that knows its roles
         from satseq.models.embedded_tasks import ensure_embedded_warm_start
+        from satseq.models.task_owner import task_owner
 
-        path = str(ensure_embedded_warm_start(cfg.data.embedded_task, method, cfg.output_dir,
+        path = str(ensure_embedded_warm_start(*task_owner(cfg.data.embedded_task, method), cfg.output_dir,
                                               show_progress=cfg.trainer.progress, console=console))
     model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
     if cfg.model.tokenizer:
@@ -176,8 +177,9 @@ def load_datasets(cfg: TrainConfig, method) -> tuple[list[Problem], list[Problem
     from satseq.data.loading import load_problems
 
     from satseq.models.embedded_tasks import embedded_task
+    from satseq.models.task_owner import task_owner
 
-    task = embedded_task(cfg.data.embedded_task, method, seed=EMBEDDED_TASK_SEED)
+    task = embedded_task(*task_owner(cfg.data.embedded_task, method), seed=EMBEDDED_TASK_SEED)
     if cfg.data.eval == EMBEDDED:
         eval_set = task.problems(cfg.data.eval_size, split="eval")
     else:

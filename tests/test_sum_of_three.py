@@ -151,6 +151,7 @@ def test_a_methods_task_for_another_method(tmp_path):
     from satseq.data.arithmetic import ArithmeticTask
     from satseq.eval.runner import _load_dataset
     from satseq.models.embedded_tasks import ensure_embedded_warm_start
+    from satseq.models.task_owner import task_owner
     from satseq.registry import get_method
     from satseq.runtime import load_datasets
 
@@ -168,7 +169,7 @@ def test_a_methods_task_for_another_method(tmp_path):
     original = type(mlmt).ensure_warm_start
     try:
         type(mlmt).ensure_warm_start = lambda self, out, **kw: made.append(out) or Path(out) / "embedded" / "mlmt_seed0"
-        assert ensure_embedded_warm_start("mlmt", grpo, tmp_path) == tmp_path / "embedded" / "mlmt_seed0"
+        assert ensure_embedded_warm_start(*task_owner("mlmt", grpo), tmp_path) == tmp_path / "embedded" / "mlmt_seed0"
     finally:
         type(mlmt).ensure_warm_start = original
     assert made == [tmp_path]

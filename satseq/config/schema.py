@@ -72,9 +72,19 @@ class DataConfig(Section):
     data_dir: Optional[str] = Field(None, description="local directory searched for named datasets (None = default cache)")
     prompt_template: str = Field(
         "boxed", description='how a problem becomes the first prompt of a real model: boxed = the problem + "Please reason step by step, and put your final answer within \\boxed{}." in the chat template (model.chat_template decides); chat = the problem alone as the user message of the tokenizer\'s chat template; raw = the problem text exactly, no template, no instruction; or a custom template containing {problem} (used exactly when model.chat_template is never), and optionally {previous}, where a relay\'s later turns show the earlier answers inline (else they follow the problem). The embedded task\'s fixed-length prompts ignore it')
-    embedded_task: Literal["default", "chain", "pag", "mlmt"] = Field(
-        "default", description="what `embedded` means for data.train/data.eval/model.path: default = the method's own task and warm start; chain = the three-stage relay task where a later agent builds on an earlier one's answer (satseq/data/relay_chain.py); pag / mlmt = that method's own task and warm start, for another method (GRPO at equal samples beside PAG or MLMT)")
+    embedded_task: str = Field(
+        "default", description="what `embedded` means for data.train/data.eval/model.path: default = the method's own task and warm start; chain = the three-stage relay task where a later agent builds on an earlier one's answer (satseq/data/relay_chain.py); or the name of a method with its own warm start (`satseq sft --task` lists them): that method's task and warm start, for another method to train on (GRPO beside PAG or MLMT at equal samples; satseq/models/task_owner.py)")
 
+
+    @field_validator("embedded_task")
+    @classmethod
+    def _check_embedded_task(cls, name: str) -> str:
+        from satseq.models.task_owner import embedded_task_names
+
+        known = embedded_task_names()
+        if name not in known:
+            raise ValueError(f"expected one of {', '.join(known)}, got {name!r}")
+        return name
 
     @field_validator("prompt_template")
     @classmethod

@@ -104,9 +104,9 @@ class Method:
     def task_defaults(self, cfg) -> dict[str, Any]:
         """The keys the embedded task ``data.embedded_task`` names sets when the user leaves them unset
         (applied before :meth:`defaults`, which may override them)."""
-        from satseq.models.embedded_tasks import config_defaults
+        from satseq.models.task_owner import task_config_defaults
 
-        return config_defaults(cfg.data.embedded_task)
+        return task_config_defaults(cfg.data.embedded_task)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

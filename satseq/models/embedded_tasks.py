@@ -9,15 +9,7 @@ name       problems                                          warm start
 =========  ===============================================  =====================================
 ``chain``  ``a+b+c`` in the relay layout                     stage 1 / stage 2 / copy / single pass
            (:mod:`satseq.data.relay_chain`)                  (``embedded/chain_seed<seed>``)
-``pag``    ``a+b`` (PAG's task: the solve prompt)             PAG's multi-turn warm start
-                                                             (``embedded/multiturn_seed<seed>``)
-``mlmt``   ``a+b+c`` (MLMT's task: the solver's first turn)   MLMT's warm start (``embedded/mlmt_seed<seed>``)
 =========  ===============================================  =====================================
-
-``pag`` and ``mlmt`` are those methods' own tasks and warm starts, for another method (GRPO) to train
-on the same problems from the same weights: the baselines "GRPO on the first attempt" and "GRPO on the
-solver" at equal samples (issue 38, ``recipes/compare/pag.yaml`` / ``mlmt.yaml``). They are looked up
-in the method registry (by name, at call time), so this module imports no method.
 """
 from __future__ import annotations
 
@@ -27,8 +19,6 @@ from satseq.models.warm_start import HELD_OUT_POOL, WarmStartRecipe, ensure_meth
 from satseq.data.relay_chain import chain_probes
 
 DEFAULT = "default"
-#: embedded tasks that are a method's own task and warm start, for any method
-METHOD_TASKS = ("pag", "mlmt")
 
 
 
@@ -58,18 +48,9 @@ def _chain_task(seed: int):
 EMBEDDED_TASKS = {"chain": (_chain_task, ensure_chain_warm_start)}
 
 
-def _owner(name: str):
-    from satseq.registry import get_method
-
-    return get_method(name)
-
-
 def config_defaults(name: str) -> dict:
     """Config keys embedded task ``name`` sets when the user leaves them unset (the chain's stages
-    restate their operands: ``rollout.max_new_tokens`` 64; a method's task: that method's defaults
-    of ``rollout.*``, e.g. MLMT's 96 new tokens)."""
-    if name in METHOD_TASKS:
-        return {k: v for k, v in _owner(name).config_defaults.items() if k.startswith("rollout.")}
+    restate their operands: ``rollout.max_new_tokens`` 64)."""
     if name == "chain":
         from satseq.data.relay_chain import MAX_NEW_TOKENS
 
@@ -79,13 +60,9 @@ def config_defaults(name: str) -> dict:
 
 def embedded_task(name: str, method, seed: int = 0):
     """The task object of embedded task ``name`` (``default``: the method's own)."""
-    if name in METHOD_TASKS:
-        return _owner(name).embedded_task(seed=seed)
     return method.embedded_task(seed=seed) if name == DEFAULT else EMBEDDED_TASKS[name][0](seed)
 
 
 def ensure_embedded_warm_start(name: str, method, output_dir, **kw) -> Path:
     """The warm start ``model.path=embedded`` means under embedded task ``name``."""
-    if name in METHOD_TASKS:
-        return _owner(name).ensure_warm_start(output_dir, **kw)
     return method.ensure_warm_start(output_dir, **kw) if name == DEFAULT else EMBEDDED_TASKS[name][1](output_dir, **kw)

@@ -66,8 +66,9 @@ def _resolved(cfg, spec, method, console):
     warm = None
     if EMBEDDED in sources:
         from satseq.models.embedded_tasks import ensure_embedded_warm_start
+        from satseq.models.task_owner import task_owner
 
-        warm = str(ensure_embedded_warm_start(cfg.data.embedded_task, method, cfg.output_dir,
+        warm = str(ensure_embedded_warm_start(*task_owner(cfg.data.embedded_task, method), cfg.output_dir,
                                               show_progress=cfg.trainer.progress, console=console))
     model = cfg.model.model_copy(update={"path": warm if cfg.model.path == EMBEDDED else cfg.model.path,
                                          "lora": cfg.model.lora.model_copy(update={"enabled": bool(use_lora)})})
