@@ -61,9 +61,13 @@ def test_multiturn_transcripts_have_fixed_prompts_and_right_content():
 
     ex = multiturn_examples(3000, seed=0, exclude={"347+589"})
     assert all(len(p) == 18 for p, _ in ex) and not any(p.endswith("347+589=") for p, _ in ex)
-    assert careful_verification(347, 589, "935") == "7+9+0=16,4+8+1=13,3+5+1=09;936!=935;no"
-    assert careful_verification(347, 589, "0936").endswith(";936==936;ok")
+    # column by column: units 7+9 = 16 ends in 6, the attempt's units digit is 5 (hand-checked)
+    assert careful_verification(347, 589, "935") == "7+9+0=16:5!,4+8+1=13:3=,3+5+1=09:9=,0:0=;no"
+    assert careful_verification(347, 589, "0936") == "7+9+0=16:6=,4+8+1=13:3=,3+5+1=09:9=,0:0=;ok"
+    assert careful_verification(999, 999, "1998").endswith(",1:1=;ok")  # the final carry is the thousands digit
+    assert careful_verification(999, 999, "998").endswith(",1:0!;no")
     assert parse_verdict(careful_verification(347, 589, None), short_markers=True) == "wrong"
+    assert parse_verdict(careful_verification(347, 589, "936"), short_markers=True) == "correct"
     rng = random.Random(0)
     for _ in range(300):
         a, b = rng.randint(100, 999), rng.randint(100, 999)

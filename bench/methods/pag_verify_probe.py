@@ -1,20 +1,21 @@
 """Where PAG's careful verification goes wrong on the embedded task: each step of it, graded apart.
 
 The careful verification of ``a+b`` with an attempt shown in the prompt's first slot
-(``0935|chk?|347+589=``) is ``<column chain>;<total><==|!=><attempt>;<ok|no>``
-(:func:`satseq.data.multiturn.careful_verification`). Greedy, its first character forced (as the
-warm start's validation probes do), on validation problems whose shown attempt is the sum or a near
-miss (½ each), this prints the share of verifications whose
+(``0935|chk?|347+589=``) is, column by column, ``x+y+c=ss:d=`` or ``x+y+c=ss:d!`` (the column's sum, the
+attempt's digit in that column, whether they agree), then the final carry against the thousands digit,
+then ``ok`` / ``no`` (:func:`satseq.data.multiturn.careful_verification`). Greedy, its first character
+forced (as the warm start's validation probes do), on validation problems whose shown attempt is the sum
+or a near miss (½ each), this prints the share of verifications whose
 
-* column chain is right (the same chain the careful solution writes);
-* total, written after the chain, is the chain's sum, and how often it is the shown attempt instead
-  (a copy of the prompt's slot: right only when the attempt is);
-* attempt is restated as shown;
-* verdict (``ok`` / ``no``) is right, and that verdict's accuracy when the total was copied, and when
-  both numbers it compares are right (then only the comparison itself can fail).
+* column sums are all right (the careful chain's arithmetic);
+* attempt digits are all read right from the prompt's slot;
+* marks (``=`` / ``!``) all follow from the two;
+* verdict (``ok`` / ``no``) is right, overall and where every mark was right.
 
-A verdict at chance with a right chain says the check fails after adding: at reading its own chain
-back, or at comparing two numbers (docs/apo_pag.md, "Why the verifier cannot check on the embedded task").
+A verdict at chance with the sums right says the check fails after adding (reading or comparing). At
+commit 316bbcf this script graded the earlier check (``<columns>;936!=935;no``: the sum and the attempt
+written as numbers, then compared): on PAG's warm start of then the chain was right 1.000 and the verdict
+0.500, and with 4x the verification transcripts 0.53 even where both numbers were right (docs/apo_pag.md).
 
     python bench/methods/pag_verify_probe.py WARM_START_DIR [--problems 200]
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -30,18 +30,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def grade(text: str, a: int, b: int, shown: str) -> dict:
-    """The steps of one careful verification ``text`` of ``a+b`` against the attempt ``shown``."""
-    from satseq.data.arithmetic import column_chain
+    """The steps of one careful verification ``text`` of ``a+b`` against the attempt ``shown`` (4 characters,
+    as the prompt's slot shows it)."""
+    from satseq.data.multiturn import careful_verification
 
-    cols, total = column_chain(a, b)
-    m = re.match(r"^(?P<chain>[^;]*);(?P<total>\d*)(?P<op>==|!=)(?P<shown>[^;]*);(?P<verdict>ok|no)", text)
-    right_verdict = "ok" if shown.lstrip("0") == total else "no"
-    if m is None:
-        return {"chain": text.split(";", 1)[0] == cols, "parsed": False, "total": False, "copied": False,
-                "restated": False, "verdict": False, "attempt_right": right_verdict == "ok"}
-    return {"chain": m["chain"] == cols, "parsed": True, "total": m["total"] == total,
-            "copied": m["total"] == shown.lstrip("0"), "restated": m["shown"] == shown.lstrip("0"),
-            "verdict": m["verdict"] == right_verdict, "attempt_right": right_verdict == "ok"}
+    ref = careful_verification(a, b, shown)
+    ref_cols, ref_verdict = ref.rsplit(";", 1)
+    body, _, verdict = text.rpartition(";")
+    cols, want = body.split(","), ref_cols.split(",")
+    parsed = len(cols) == len(want) and all(c.count(":") == 1 and len(c.split(":")[1]) == 2 for c in cols)
+    if not parsed:
+        return {"parsed": False, "sums": False, "digits": False, "marks": False,
+                "verdict": verdict.strip() == ref_verdict, "attempt_right": ref_verdict == "ok"}
+    pairs = [(c.split(":"), w.split(":")) for c, w in zip(cols, want)]
+    sums = all(c[0] == w[0] for c, w in pairs)
+    digits = all(c[1][0] == w[1][0] for c, w in pairs)
+    # a mark follows from what the column wrote: its sum's digit (the carry, last) against the digit it read
+    marks = all(c[1][1] == ("=" if c[0][-1] == c[1][0] else "!") for c, _ in pairs)
+    return {"parsed": True, "sums": sums, "digits": digits, "marks": marks,
+            "verdict": verdict.strip() == ref_verdict, "attempt_right": ref_verdict == "ok"}
 
 
 def main() -> None:
@@ -72,7 +79,7 @@ def main() -> None:
     rows = []
     for probe, p, g in zip(probes, problems, gens):
         text = probe.head + g.text
-        shown = probe.prompt.split("|", 1)[0]
+        shown = probe.prompt.split("|", 1)[0]  # the slot: 4 characters
         rows.append(grade(text, p.meta["a"], p.meta["b"], shown))
         if len(rows) <= args.show:
             print(f"{probe.prompt}{text}")
@@ -82,14 +89,12 @@ def main() -> None:
         sel = [r for r in rows if where(r)]
         return (sum(r[key] for r in sel) / len(sel) if sel else float("nan")), len(sel)
 
-    out = {"warm_start": str(args.warm_start), "verifications": n,
-           "chain_right": share("chain")[0], "total_right": share("total")[0],
-           "total_copies_attempt": share("copied")[0],
-           "total_copies_attempt_when_attempt_wrong": share("copied", lambda r: not r["attempt_right"])[0],
-           "attempt_restated": share("restated")[0], "verdict_right": share("verdict")[0],
-           "verdict_right_when_total_right": share("verdict", lambda r: r["total"])[0],
-           "verdict_right_when_both_numbers_right": share("verdict", lambda r: r["total"] and r["restated"])[0],
-           "verdict_right_when_total_copied": share("verdict", lambda r: r["copied"])[0]}
+    out = {"warm_start": str(args.warm_start), "verifications": n, "parsed": share("parsed")[0],
+           "sums_right": share("sums")[0], "attempt_digits_read_right": share("digits")[0],
+           "marks_follow": share("marks")[0], "verdict_right": share("verdict")[0],
+           "verdict_right_when_attempt_right": share("verdict", lambda r: r["attempt_right"])[0],
+           "verdict_right_when_attempt_wrong": share("verdict", lambda r: not r["attempt_right"])[0],
+           "verdict_right_when_every_step_right": share("verdict", lambda r: r["sums"] and r["digits"] and r["marks"])[0]}
     for k, v in out.items():
         print(f"{k:44s} {v:.3f}" if isinstance(v, float) else f"{k:44s} {v}")
     if args.json:

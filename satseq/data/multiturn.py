@@ -10,9 +10,10 @@ tell the turn. The prompt builders are shared with MLMT, whose own task and tran
 turn                   prompt                      warm-start completions (SFT mix)
 =====================  ==========================  =============================================
 solve                  ``____|____|347+589=``      careful 1/2, hasty 1/2 (as the base)
-PAG verify y           ``0935|chk?|347+589=``      careful check ``<columns>;936!=935;no`` /
-                                                   ``...;936==936;ok`` (``P_CAREFUL_VERIFY``),
-                                                   else a hasty verdict ``ok`` (4/5) / ``no``
+PAG verify y           ``0935|chk?|347+589=``      careful check, column by column against the
+                                                   attempt's digit ``7+9+0=16:5!,...;no`` /
+                                                   ``...;ok`` (``P_CAREFUL_VERIFY``), else a
+                                                   hasty verdict ``ok`` (4/5) / ``no``
 PAG revise y           ``0935|no__|347+589=``      careful 1/3, hasty 1/3, copy the attempt 1/3
 coach (sees z)         ``0935|tip?|347+589=``      careful 1/2, hasty 1/2 (a worked demonstration)
 refine (z, g)          ``0935:0936|347+589=``      z == g: copy it; else careful 1/2, hasty 1/2
@@ -23,6 +24,14 @@ refine without g       ``0935:____|347+589=``      careful 1/2, hasty 1/2
 The hasty verifier is over-trusting (it mostly says ``ok``), the starting point the PAG paper
 reports for real models; RL has to find that checking pays. Attempts shown in SFT prompts are right
 half of the time and a near miss (or, rarely, a random number / ``????``) otherwise.
+
+Why the careful check compares column by column (:func:`careful_verification`): the earlier check
+recomputed the sum, then wrote it and the attempt as numbers and compared them (``...;936!=935;no``).
+The tiny model learned the columns (right on 1.000 of probes) but not the rest: greedy, its verdict was
+at chance (0.500), and with 4× the verification transcripts still 0.53 even where it wrote both numbers
+right (``bench/methods/pag_verify_probe.py``, docs/apo_pag.md). Comparing two numbers is the step it
+does not learn. Here each column compares its digit with the attempt's digit in the same column, read
+from a fixed slot of the prompt: a local check, learned (greedy verdict 60 / 60 after 1,200 SFT steps).
 
 The coach and refine kinds on this two-operand task were MLMT's first warm start; MLMT now trains on
 the sum of three (on two operands turn 1 reached 0.91 and the coach had nothing left to add,
@@ -41,11 +50,12 @@ VERIFY_SLOT = "chk?"
 REVISE_SLOTS = {"wrong": "no__", "correct": "ok__", None: "????"}
 COACH_SLOT = "tip?"
 BLANK = "_" * PREV_WIDTH
-P_CAREFUL_VERIFY = 0.25
+P_CAREFUL_VERIFY = 0.5
 P_HASTY_OK = 0.8
 
-# relative weights of the turn kinds in the multi-turn warm-start corpus
-MIX = {"solve": 3, "verify": 2, "revise": 1, "coach": 1, "refine": 2, "refine_blank": 1}
+# relative weights of the turn kinds in the multi-turn warm-start corpus (verify: enough careful checks
+# for SFT to learn them, ~20 % of the corpus)
+MIX = {"solve": 3, "verify": 6, "revise": 1, "coach": 1, "refine": 2, "refine_blank": 1}
 
 
 def verify_prompt(problem: str, attempt_answer: str | None) -> str:
@@ -68,11 +78,22 @@ def refine_prompt(problem: str, attempt_answer: str | None, hint_answer: str | N
 
 
 def careful_verification(a: int, b: int, attempt_answer: str | None) -> str:
-    """``7+9+0=16,4+8+1=13,3+5+1=09;936!=935;no``: compute, compare, conclude."""
-    cols, total = column_chain(a, b)
-    shown = attempt_answer if attempt_answer is not None and attempt_answer.isdigit() else "?"
-    same = shown.lstrip("0") == total
-    return f"{cols};{total}{'==' if same else '!='}{shown.lstrip('0') or '0'};{'ok' if same else 'no'}"
+    """``7+9+0=16:5!,4+8+1=13:3=,3+5+1=09:9=,0:0=;no`` for ``347+589`` against ``935``: each column of the
+    careful chain, then the attempt's digit in that column and ``=`` (it is the column's digit) or ``!``;
+    the last column is the final carry against the attempt's thousands digit; ``ok`` when every column
+    agrees. An attempt the prompt shows as ``????`` (none, or not 4 digits) disagrees everywhere."""
+    shown = render_previous(attempt_answer)[::-1]  # the attempt's digits, units first ("????" when unusable)
+    da, db = f"{a:03d}"[::-1], f"{b:03d}"[::-1]
+    carry, cols, agree = 0, [], True
+    for i, (x, y) in enumerate(zip(da, db)):
+        s = int(x) + int(y) + carry
+        same = shown[i] == str(s % 10)
+        agree &= same
+        cols.append(f"{x}+{y}+{carry}={s:02d}:{shown[i]}{'=' if same else '!'}")
+        carry = s // 10
+    same = shown[3] == str(carry)
+    cols.append(f"{carry}:{shown[3]}{'=' if same else '!'}")
+    return ",".join(cols) + (";ok" if agree and same else ";no")
 
 
 def _shown_answer(total: int, rng: random.Random, p_right: float = 0.5) -> str | None:

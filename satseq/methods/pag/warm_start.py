@@ -12,12 +12,14 @@ from satseq.data.multiturn import pag_probes
 
 
 
-#: SFT until the careful revision is right on 90 % of the validation probes (greedy), then 150
-#: cool-down steps (docs/embedded_default.md). The careful verification is probed and recorded, not a
-#: target: SFT does not teach it (greedy 0.45-0.56 on ok/no probes, chance, through 850 steps at lr 1e-3;
-#: measured), which is the regime PAG's figures describe (its verifier starts as a guess).
-MULTITURN_RECIPE = WarmStartRecipe(probes=pag_probes, target=0.9, targeted=("careful_revise",), lr=1e-3,
-                                   max_new_tokens=48)
+#: SFT until the careful verification and the careful revision are each right on 90 % of the validation
+#: probes (greedy, their first character forced), then 150 cool-down steps (docs/embedded_default.md).
+#: Sampled, the warm start checks carefully about half the time and otherwise answers hastily
+#: (over-trusting): RL has to select the careful check (issue 38: a verifier's warm start must sometimes
+#: check carefully, or RL cannot learn checking). The earlier check, comparing two whole numbers, stayed
+#: at chance under SFT (satseq/data/multiturn.py).
+MULTITURN_RECIPE = WarmStartRecipe(probes=pag_probes, target=0.9, targeted=("careful_verify", "careful_revise"),
+                                   lr=1e-3, max_new_tokens=48)
 
 
 def multiturn_warm_start_dir(output_dir: str | Path, seed: int = 0) -> Path:
