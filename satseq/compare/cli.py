@@ -127,8 +127,8 @@ def compare_command(
     out: Optional[Path] = typer.Option(None, "--out", help="output directory (default: output_dir in the file)"),
     progress: bool = typer.Option(True, "--progress/--no_progress", help="progress bar (only on a terminal)"),
     jobs: int = typer.Option(1, "--jobs", help="train this many (run, seed) pairs at once, each in its own process "
-                                              "with the file's threads (tokens budgets only)"),
+                                              "with the file's threads (token or sample budgets only)"),
 ):
-    """Compare methods × seeds at one budget (generated tokens or seconds) next to their trivial
+    """Compare methods × seeds at one budget (generated tokens or samples, or seconds) next to their trivial
     baselines, optionally over a sweep grid; resumable; writes comparison.md / .json / .png (and sweep.png)."""
     run_comparison(file, out, console=typer.echo, progress=progress, jobs=jobs)
