@@ -86,11 +86,10 @@ def _load(path: str, cfg: TrainConfig, device: str, console, method=None):
     from satseq.models.loading import load_causal_lm
 
     if path == EMBEDDED:  # each method starts from the warm start that knows its roles
-        from satseq.models.embedded_tasks import ensure_embedded_warm_start
-        from satseq.models.task_owner import task_owner
+        from satseq.models.task_owner import warm_start_for
 
-        path = str(ensure_embedded_warm_start(*task_owner(cfg.data.embedded_task, method), cfg.output_dir,
-                                              show_progress=cfg.trainer.progress, console=console))
+        path = str(warm_start_for(cfg.data.embedded_task, method, cfg.output_dir,
+                                  show_progress=cfg.trainer.progress, console=console))
     model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
     if cfg.model.tokenizer:
         from satseq.models.loading import load_tokenizer
@@ -176,10 +175,9 @@ def prompt_format_of(pool: AgentPool, cfg: TrainConfig, method):
 def load_datasets(cfg: TrainConfig, method) -> tuple[list[Problem], list[Problem]]:
     from satseq.data.loading import load_problems
 
-    from satseq.models.embedded_tasks import embedded_task
-    from satseq.models.task_owner import task_owner
+    from satseq.models.task_owner import task_for
 
-    task = embedded_task(*task_owner(cfg.data.embedded_task, method), seed=EMBEDDED_TASK_SEED)
+    task = task_for(cfg.data.embedded_task, method, seed=EMBEDDED_TASK_SEED)
     if cfg.data.eval == EMBEDDED:
         eval_set = task.problems(cfg.data.eval_size, split="eval")
     else:

@@ -150,8 +150,7 @@ def test_a_methods_task_for_another_method(tmp_path):
     from satseq.config import load_config
     from satseq.data.arithmetic import ArithmeticTask
     from satseq.eval.runner import _load_dataset
-    from satseq.models.embedded_tasks import ensure_embedded_warm_start
-    from satseq.models.task_owner import task_owner
+    from satseq.models.task_owner import warm_start_for
     from satseq.registry import get_method
     from satseq.runtime import load_datasets
 
@@ -169,9 +168,27 @@ def test_a_methods_task_for_another_method(tmp_path):
     original = type(mlmt).ensure_warm_start
     try:
         type(mlmt).ensure_warm_start = lambda self, out, **kw: made.append(out) or Path(out) / "embedded" / "mlmt_seed0"
-        assert ensure_embedded_warm_start(*task_owner("mlmt", grpo), tmp_path) == tmp_path / "embedded" / "mlmt_seed0"
+        assert warm_start_for("mlmt", grpo, tmp_path) == tmp_path / "embedded" / "mlmt_seed0"
     finally:
         type(mlmt).ensure_warm_start = original
     assert made == [tmp_path]
     with pytest.raises(Exception, match="embedded_task"):
         load_config(None, ["method=grpo", "data.embedded_task=sat_seq"])
+
+
+def test_every_caller_resolves_the_embedded_task_through_its_owner():
+    """A run's warm start and problems under ``data.embedded_task`` come from ``satseq.models.task_owner``
+    alone: a caller that asked ``embedded_tasks`` directly would miss ``pag`` / ``mlmt`` (as satseq
+    compare's warm-start row once did: KeyError 'pag')."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "satseq"
+    direct = []
+    for path in root.rglob("*.py"):
+        if path.name in ("embedded_tasks.py", "task_owner.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "satseq.models.embedded_tasks":
+                direct += [f"{path.relative_to(root)}: {a.name}" for a in node.names
+                           if a.name in ("ensure_embedded_warm_start", "embedded_task")]
+    assert not direct, direct

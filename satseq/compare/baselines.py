@@ -131,7 +131,7 @@ def summarize_eval(metrics: dict, rows: Sequence[dict], k: int) -> dict:
 def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list[Path]]]:
     """run_info, config, agent names and each agent's starting model (None for a LoRA run)."""
     from satseq.config import load_config
-    from satseq.models.embedded_tasks import ensure_embedded_warm_start
+    from satseq.models.task_owner import warm_start_for
     from satseq.models.loading import resolve_model_source
     from satseq.models.warm_start import EMBEDDED
     from satseq.registry import get_method
@@ -150,8 +150,8 @@ def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list
     sources = []
     for p in (p or cfg.model.path for p in spec.paths):
         if p == EMBEDDED:
-            src = ensure_embedded_warm_start(cfg.data.embedded_task, method, cfg.output_dir, show_progress=False,
-                                             console=lambda *a: None)
+            src = warm_start_for(cfg.data.embedded_task, method, cfg.output_dir, show_progress=False,
+                                 console=lambda *a: None)
         else:
             src = resolve_model_source(p)
         if not Path(str(src)).is_dir():

@@ -132,12 +132,11 @@ def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None,
     from satseq.data.loading import load_problems
 
     if dataset == EMBEDDED_DATASET:
-        from satseq.models.embedded_tasks import embedded_task as task_named
-        from satseq.models.task_owner import task_owner
+        from satseq.models.task_owner import task_for
         from satseq.runtime import EMBEDDED_TASK_SEED
 
         size = EMBEDDED_EVAL_DEFAULT if limit is None else limit
-        task = task_named(*task_owner(embedded_task, method), EMBEDDED_TASK_SEED)
+        task = task_for(embedded_task, method, EMBEDDED_TASK_SEED)
         return task.problems(size, split="eval"), f"{task.identity}:eval:seed{EMBEDDED_TASK_SEED}"
     problems = load_problems(dataset, split="test", data_dir=data_dir, limit=limit)
     p = Path(dataset).expanduser()

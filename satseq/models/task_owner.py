@@ -44,3 +44,18 @@ def task_config_defaults(name: str) -> dict:
         return config_defaults(name)
     _, owner = task_owner(name, None)
     return {k: v for k, v in owner.config_defaults.items() if k.startswith("rollout.")}
+
+
+def warm_start_for(name: str, method, output_dir, **kw):
+    """The warm start ``model.path=embedded`` means for ``method`` under ``data.embedded_task=name`` (built on
+    first use): every caller (the runtime, Ray's actors, ``satseq compare``'s warm-start row) asks here."""
+    from satseq.models.embedded_tasks import ensure_embedded_warm_start
+
+    return ensure_embedded_warm_start(*task_owner(name, method), output_dir, **kw)
+
+
+def task_for(name: str, method, seed: int = 0):
+    """The task object ``embedded`` problems come from for ``method`` under ``data.embedded_task=name``."""
+    from satseq.models.embedded_tasks import embedded_task
+
+    return embedded_task(*task_owner(name, method), seed=seed)

@@ -65,11 +65,10 @@ def _resolved(cfg, spec, method, console):
         use_lora = not all(_is_embedded_model(s) for s in sources)
     warm = None
     if EMBEDDED in sources:
-        from satseq.models.embedded_tasks import ensure_embedded_warm_start
-        from satseq.models.task_owner import task_owner
+        from satseq.models.task_owner import warm_start_for
 
-        warm = str(ensure_embedded_warm_start(*task_owner(cfg.data.embedded_task, method), cfg.output_dir,
-                                              show_progress=cfg.trainer.progress, console=console))
+        warm = str(warm_start_for(cfg.data.embedded_task, method, cfg.output_dir,
+                                  show_progress=cfg.trainer.progress, console=console))
     model = cfg.model.model_copy(update={"path": warm if cfg.model.path == EMBEDDED else cfg.model.path,
                                          "lora": cfg.model.lora.model_copy(update={"enabled": bool(use_lora)})})
     paths = [warm if p == EMBEDDED else p for p in spec.paths]
