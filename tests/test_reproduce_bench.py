@@ -23,7 +23,8 @@ def _fake_outputs(out: Path) -> None:
         {"0": {"warm_start": {"vote": 0.2}, "sat_seq": run, "simultaneous": run, "grpo": run}}))
     ev = {"eval": {"accuracy": {"mean": 0.5}}}
     (out / "comparison.json").write_text(json.dumps(
-        {"runs": {"pag": [ev], "apo_pag": [ev]}, "warm_start": {"pag": {"eval": {"accuracy": {"mean": 0.4}}}}}))
+        {"runs": {"pag": [ev], "pag_balanced": [ev], "apo_pag": [ev], "grpo_t1": [ev]},
+         "warm_start": {"pag": {"eval": {"accuracy": {"mean": 0.4}}}}}))
     coach = {"accuracy": {"mean": 0.6}, "coach": {"copy_coach": {"mean": 0.9}}}
     (out / "mlmt").mkdir()
     (out / "mlmt" / "comparison.json").write_text(json.dumps(
