@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import re
 import sys
@@ -39,12 +38,13 @@ TWO_SHOT = ("Q: What is 3 + 4 + 5? Proposed answer: 3 + 4 + 5 = 13. The answer i
 
 
 def _mean_se(xs: list[float]) -> str:
-    xs = [x for x in xs if x == x]
-    if not xs:
+    """``mean ± s.e.`` over problems (satseq.compare's :func:`mean_se`), ``—`` when there are none."""
+    from satseq.compare.baselines import mean_se
+
+    r = mean_se(xs)
+    if r["mean"] is None:
         return "—"
-    n, m = len(xs), sum(xs) / len(xs)
-    se = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1) / n) if n > 1 else float("nan")
-    return f"{m:.3f} ± {se:.3f}"
+    return f"{r['mean']:.3f} ± {r['se']:.3f}" if r["se"] is not None else f"{r['mean']:.3f}"
 
 
 def main(argv=None) -> None:
