@@ -7,7 +7,11 @@
   refuses ``save_pretrained``; the copy can be saved, wrapped in LoRA and trained like any other
   model). :func:`satseq.models.loading.load_causal_lm` uses them for GGUF sources.
 
-Converting a GGUF file into an HF model directory is :func:`satseq.models.convert.gguf_to_hf`.
+- :func:`gguf_cache_dir` / :func:`store_in_cache`: the converted-model cache (a GGUF file is parsed
+  once per machine; ``SATSEQ_CACHE_DIR``, ``SATSEQ_GGUF_CACHE=0`` turns it off).
+
+Converting a GGUF file into an HF model directory is :func:`satseq.models.convert.gguf_to_hf`
+(written by :func:`write_hf_dir`, which the cache shares).
 Nothing here imports :mod:`satseq.models.loading` (it imports this module).
 """
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 
 from satseq.errors import SatseqError
 
-__all__ = ["SMOLLM2_GGUF_NAME", "SMOLLM2_ALIASES", "smollm2_gguf_path"]
+__all__ = ["SMOLLM2_GGUF_NAME", "SMOLLM2_ALIASES", "smollm2_gguf_path", "gguf_cache_dir", "write_hf_dir"]
 
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
@@ -115,3 +119,97 @@ def _load_gguf_model(directory: str | Path, gguf_name: str, torch_dtype):
 
 # --------------------------------------------------------------------------------------------
 # GGUF → HF checkpoint
+
+
+# --------------------------------------------------------------------------------------------
+# the converted-model cache: a GGUF file is parsed once per machine, not once per process
+#
+# transformers reads a GGUF file three times (config, tokenizer, weights) and builds the
+# vocabulary's fields in pure Python: about 30 s of CPU for SmolLM2-135M, in every training,
+# evaluation and resumed process. The first float32 load writes the dequantized model and its
+# tokenizer as an ordinary HF directory (safetensors, config, tokenizer.json, chat template); later
+# float32 loads read that directory (about 2 s). The weights are the same float32 values (saved and
+# read back, not recomputed); tests/test_gguf_cache.py checks bit equality and the same token ids.
+
+CACHE_ENV = "SATSEQ_CACHE_DIR"          # where the converted models live (default ~/.cache/satseq)
+CACHE_SWITCH_ENV = "SATSEQ_GGUF_CACHE"  # "0" turns the cache off (the test suite does, see conftest)
+
+
+def cache_root() -> Path:
+    """``$SATSEQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/satseq``, else ``~/.cache/satseq``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "satseq"
+
+
+def gguf_cache_dir(gguf_path: Path) -> Path | None:
+    """The cache directory for ``gguf_path`` (whether or not it exists yet), or ``None`` when the cache
+    is off. Keyed by the file's SHA-256 and the transformers and gguf versions that convert it, so a new
+    file or a new converter never reads an old conversion."""
+    if os.environ.get(CACHE_SWITCH_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.sha256()
+    with open(gguf_path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    versions = []
+    for pkg in ("transformers", "gguf"):
+        try:
+            versions.append(f"{pkg}{version(pkg)}")
+        except PackageNotFoundError:
+            versions.append(f"{pkg}-none")
+    return cache_root() / "gguf" / f"{Path(gguf_path).stem}-{h.hexdigest()[:16]}-{'-'.join(versions)}"
+
+
+def write_hf_dir(model, tok, out: Path) -> Path:
+    """Write ``model`` and ``tok`` as an ordinary HF directory at ``out``, atomically: into a temporary
+    sibling, then renamed into place, so ``out`` is either absent or complete (an existing ``out`` is
+    replaced). Shared by ``satseq convert-gguf`` and the cache."""
+    import shutil
+    import tempfile
+
+    from satseq.utils.io import write_text
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    old = None
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        template = tok.chat_template
+        if isinstance(template, str) and not (tmp / "chat_template.jinja").is_file():
+            import json
+
+            cfg_file = tmp / "tokenizer_config.json"
+            cfg = json.loads(cfg_file.read_text()) if cfg_file.is_file() else {}
+            if not cfg.get("chat_template"):
+                write_text(tmp / "chat_template.jinja", template)
+        if out.exists():
+            old = out.parent / f".{out.name}.old.{os.getpid()}"
+            os.replace(out, old)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and old.exists() and not out.exists():
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
+def store_in_cache(cache_dir: Path, model, tok) -> None:
+    """Write a freshly converted model into the cache; a failure (a full disk, a read-only home) costs
+    the next process its 30 s, nothing else, so it is swallowed. Several processes converting at once
+    each write their own temporary directory; a rename onto an existing conversion replaces it with
+    identical contents, and a reader's open files are unaffected."""
+    if (cache_dir / "config.json").is_file():  # another process got there first
+        return
+    try:
+        write_hf_dir(model, tok, cache_dir)
+    except OSError:
+        pass

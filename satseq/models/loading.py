@@ -43,7 +43,9 @@ from satseq.models.gguf import (  # noqa: F401
     SMOLLM2_GGUF_NAME,
     _load_gguf_model,
     _plain_copy,
+    gguf_cache_dir,
     smollm2_gguf_path,
+    store_in_cache,
 )
 
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
@@ -315,6 +317,9 @@ def load_tokenizer(path_or_id: str | os.PathLike, *, gguf_file: str | None = Non
     if isinstance(src, Path) and src.is_dir() and gguf_file is None and (src / "tokenizer.json").is_file():
         return _finish_tokenizer(_tokenizer_from_json(src), shown)
     kind, loc, gname = _classify(path_or_id, gguf_file)
+    cache = gguf_cache_dir(loc / gname) if kind == "gguf" else None
+    if cache is not None and (cache / "tokenizer.json").is_file():
+        return _finish_tokenizer(_tokenizer_from_json(cache), shown)
     if kind == "gguf":
         tok = AutoTokenizer.from_pretrained(str(loc), gguf_file=gname)
     elif kind == "dir":
@@ -356,8 +361,16 @@ def load_causal_lm(path_or_id: str | os.PathLike, *, gguf_file: str | None = Non
     shown = str(path_or_id)
     kw = {} if torch_dtype == "auto" else {"dtype": torch_dtype}
     if kind == "gguf":
-        model = _load_gguf_model(loc, gname, torch_dtype)
-        tok = _finish_tokenizer(AutoTokenizer.from_pretrained(str(loc), gguf_file=gname), shown)
+        # float32 (the default) goes through the converted-model cache (satseq.models.gguf)
+        cache = gguf_cache_dir(loc / gname) if torch_dtype == torch.float32 else None
+        if cache is not None and (cache / "config.json").is_file():
+            model = AutoModelForCausalLM.from_pretrained(str(cache), **kw)
+            tok = _finish_tokenizer(_tokenizer_from_json(cache), shown)
+        else:
+            model = _load_gguf_model(loc, gname, torch_dtype)
+            tok = _finish_tokenizer(AutoTokenizer.from_pretrained(str(loc), gguf_file=gname), shown)
+            if cache is not None:
+                store_in_cache(cache, model, tok)
     elif kind == "dir":
         try:
             model = AutoModelForCausalLM.from_pretrained(str(loc), **kw)
