@@ -58,7 +58,7 @@ def check_async(cfg, ranks: int) -> None:
     s = cfg.trainer.max_staleness
     if s == 0:
         return
-    if cfg.rollout.engine != "hf":
+    if cfg.rollout.engine == "vllm":  # auto: satseq.rollout.choice offers only hf here
         raise ConfigError(f"config key 'trainer.max_staleness': {s} needs rollout.engine=hf (satseq's engine, run in a "
                           "rollout thread beside the trainer); with vLLM use trainer.max_staleness=0")
     if cfg.trainer.backend != "local" or ranks > 1:

@@ -30,6 +30,8 @@ from satseq.methods.base import Method, RewardContext
 from satseq.registry import get_method
 from satseq.rewards.custom import resolve_custom_reward
 from satseq.rewards.grade import timeout_count
+from satseq.rollout.choice import default_choice
+from satseq.rollout.choice import record as rollout_record
 from satseq.utils.versions import library_versions
 from satseq.registry import check_layout
 from satseq.stage_batch import collect_stage
@@ -68,6 +70,7 @@ def build_run(cfg: TrainConfig, console=print, reward_fn=None, strategy: Strateg
                           "(its turn rewards are defined by correctness)")
     gen = torch.Generator().manual_seed(cfg.seed)
     rt = strategy.build_runtime(cfg, method, console)
+    cfg = rt.cfg  # rollout.engine / rollout.dtype = auto resolved (satseq.rollout.choice)
     strategy.prepare(cfg, rt)  # fsdp2 under torchrun: each agent sharded over the ranks
     with activate(strategy):
         prepared = method.prepare(cfg, rt, custom, console)
@@ -137,6 +140,8 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
     with strategy.main_first():  # rank 0 first: it may build the warm start the others then load
         run = build_run(cfg, console, reward_fn, strategy)
     method, rt, workflow, updater, gen = run.method, run.rt, run.workflow, run.updater, run.generator
+    cfg = rt.cfg  # the engine and precision that rollout.*=auto stands for in this run, everywhere below
+    choice = getattr(rt, "rollout_choice", None) or default_choice(cfg)
     ray_info = strategy.info or ray_info
     sampler = EpochSampler(len(rt.train), seed=cfg.seed)
     start = 0
@@ -157,7 +162,8 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
         write_json(run_dir / "run_info.json", {
             "method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode, **method.run_info(cfg, workflow),
             **({"ray": ray_info} if ray_info else {}), "base_model": cfg.model.path, "prompt_format": rt.fmt.name,
-            "embedded_task": cfg.data.embedded_task, "versions": library_versions(), **strategy.run_info()})
+            "embedded_task": cfg.data.embedded_task, "rollout": rollout_record(choice), "versions": library_versions(),
+            **strategy.run_info()})
     tracker = Tracker(run_dir, tensorboard=cfg.trainer.tensorboard, wandb=cfg.trainer.wandb,
                       wandb_project=cfg.trainer.wandb_project, mlflow=cfg.trainer.mlflow,
                       config=dump_config(cfg), resume_step=start) if main else NoTracker()

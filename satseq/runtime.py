@@ -20,6 +20,8 @@ from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.errors import ConfigError, DataError
 from satseq.models.agents import AgentPool
 from satseq.models.warm_start import EMBEDDED, eval_exclusion
+from satseq.rollout.choice import choose as choose_rollout
+from satseq.rollout.choice import resolved_config
 from satseq.rollout.engine import make_engine
 from satseq.rollout.types import SamplingParams
 from satseq.records import Problem
@@ -46,6 +48,8 @@ class Runtime:
     # where a block-coordinate updater's per-agent steps run: None = here; the Ray strategy's stand-in
     # runs them in the actors (a satseq.update.loop.AgentSteps; not imported: update/ sits above this)
     agent_steps: object = None
+    # what rollout.engine / rollout.dtype = auto stood for (satseq.rollout.choice); None: not resolved here
+    rollout_choice: object = None
 
 
 def setup_torch(cfg: TrainConfig) -> str:
@@ -231,5 +235,11 @@ def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     stop = tuple(cfg.rollout.stop)
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                               top_p=cfg.rollout.top_p, stop=stop)
+    # rollout.engine / rollout.dtype = auto: measured on this model, or the resumed run's record
+    choice = choose_rollout(cfg, pool.module(pool.names[0]), pool.tokenizer, device, run_dir=Path(cfg.run_dir))
+    if choice.source in ("measured", "cached", "resumed"):
+        console(choice.line())
+    cfg = resolved_config(cfg, choice)
     engine = run_engine(cfg, pool.tokenizer, device)
-    return Runtime(cfg, device, pool, pool.tokenizer, fmt, engine, sampling, train_set, eval_set)
+    return Runtime(cfg, device, pool, pool.tokenizer, fmt, engine, sampling, train_set, eval_set,
+                   rollout_choice=choice)

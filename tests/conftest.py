@@ -8,6 +8,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # every test that loads a GGUF file exercises transformers' GGUF path; tests/test_gguf_cache.py turns the
 # converted-model cache on in a temporary directory
 os.environ.setdefault("SATSEQ_GGUF_CACHE", "0")
+# rollout.engine / rollout.dtype = auto without a measurement (hf in the model's dtype), so the suite runs the
+# same on every CPU; tests/test_rollout_choice.py turns the calibration on
+os.environ.setdefault("SATSEQ_ROLLOUT_CALIBRATION", "off")
 # torch threads per test process: SATSEQ_TEST_THREADS, else the cores shared out among the xdist workers
 # (make test runs 2 workers on 2 cores: one thread each, so that they do not fight over the cores)
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))

@@ -24,19 +24,15 @@ LR_KEYS = ("sat_seq.lr", "ppo.lr")
 
 
 def best_cells(grid_dir: Path) -> dict[str, tuple[str, str, float]]:
-    """run name → (key, value, final accuracy) of its best grid cell."""
+    """run name → (key, value, final accuracy) of its best grid cell (satseq.compare.report.best_cells)."""
+    from satseq.compare.report import best_cells as best_of
+
     data = json.loads((grid_dir / "comparison.json").read_text())
-    stab = data["stability"]
-    best: dict[str, tuple[str, str, float]] = {}
-    for run, cells in data["sweep"].items():
-        for cell in cells:
-            final = (stab.get(cell) or {}).get("final") or {}
-            if final.get("mean") is None:
-                continue
-            key, value = cell.split("@", 1)[1].split("=", 1)
-            if run not in best or final["mean"] > best[run][2]:
-                best[run] = (key, value, final["mean"])
-    return best
+    out = {}
+    for run, (cell, acc) in best_of(data).items():
+        key, value = cell.split("@", 1)[1].split("=", 1)
+        out[run] = (key, value, acc)
+    return out
 
 
 def write_best(grid_dir: Path, recipe: Path, out: Path, tokens: int | None) -> dict:
@@ -55,7 +51,7 @@ def write_best(grid_dir: Path, recipe: Path, out: Path, tokens: int | None) -> d
 
 
 def final_tokens(grid_s: float, left_s: float, grid_tokens: int = 15000, most: int = 45000) -> int:
-    per_token = grid_s / grid_tokens
+    per_token = 1.15 * grid_s / grid_tokens  # the final's evaluation is twice the grid's (200 problems, not 100)
     fit = int(left_s / per_token) // 5000 * 5000
     return max(5000, min(most, fit))
 

@@ -176,6 +176,18 @@ def _g(v) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
+def best_cells(comparison: dict) -> dict[str, tuple[str, float]]:
+    """Per run with a grid (``comparison.json``'s ``sweep``): its cell with the highest final held-out
+    accuracy (mean over seeds) and that accuracy; the first such cell on a tie."""
+    best: dict[str, tuple[str, float]] = {}
+    for run, cells in comparison.get("sweep", {}).items():
+        for cell in cells:
+            final = (comparison["stability"].get(cell) or {}).get("final") or {}
+            if final.get("mean") is not None and (run not in best or final["mean"] > best[run][1]):
+                best[run] = (cell, final["mean"])
+    return best
+
+
 def sweep_lines(results: dict[str, list[dict]], stab: dict[str, dict]) -> list[str]:
     """Per run with a grid: one row per grid point, the final and best held-out accuracy (mean ± s.e.
     over seeds), collapsed seeds and the largest consecutive-policy KL."""

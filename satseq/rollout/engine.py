@@ -26,7 +26,7 @@ def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "c
     a :class:`~satseq.config.schema.VllmConfig` or a dict of its keys; None = its defaults)."""
     from satseq.errors import ConfigError
 
-    if name == "hf":
+    if name in ("hf", "auto"):  # auto unresolved (satseq.rollout.choice: no measurement) is satseq's engine
         from satseq.rollout.hf_engine import HFEngine
 
         return HFEngine(tokenizer, batch_size=batch_size, device=device, fused=fused,
@@ -37,4 +37,4 @@ def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "c
 
         settings = vllm if isinstance(vllm, VllmConfig) else VllmConfig(**(vllm or {}))
         return VLLMEngine(tokenizer, settings=settings, device=device, dtype=dtype)
-    raise ConfigError(f"rollout.engine: unknown engine '{name}' (known: hf, vllm)")
+    raise ConfigError(f"rollout.engine: unknown engine '{name}' (known: auto, hf, vllm)")

@@ -1,0 +1,207 @@
+"""``rollout.engine=auto`` and ``rollout.dtype=auto``: the rollout engine and precision, chosen by measurement.
+
+The fastest engine and precision differ by machine: on one 2-core AMD EPYC satseq's engine ran bf16
+2.4x faster than fp32 and vLLM's CPU build beat it, on an Intel Xeon bf16 ran at half the fp32 rate and
+satseq's engine beat vLLM (docs/results.md). So ``auto`` measures, on the run's own model, device and
+threads, before the first stage:
+
+- candidates: ``hf`` (satseq's engine) always, ``vllm`` when it is installed and the rollouts are
+  synchronous (``engine=auto`` only);
+  float32 and, where the trainer is float32, bfloat16 (``dtype=auto`` only);
+- each candidate decodes ``rows`` sequences of a ``prompt``-token prompt for ``new`` tokens after a
+  warm-up, timed ``reps`` times; its speed is the median, in generated tokens per second;
+- the fastest wins, but bfloat16 and vLLM only when they beat float32 / ``hf`` by ``MARGIN`` (the
+  float32 ``hf`` rollout is the trainer's own forward, exact, and needs no correction). A bfloat16 or
+  vLLM rollout samples from a slightly different policy than the trainer's, so
+  ``rollout.is_correction=auto`` turns the truncated importance weight on for it
+  (:mod:`satseq.update.engine_correction`).
+
+The choice is printed, recorded in ``run_info.json`` (``rollout``: engine, dtype, the measured speeds,
+where the choice came from) and cached per machine, torch version, device, threads and model shape
+(``<cache>/rollout_choice.json``, the cache root of :func:`satseq.models.gguf.cache_root`). A resumed run
+reuses its recorded choice and never measures again, so it continues what it started.
+``SATSEQ_ROLLOUT_CALIBRATION=off`` skips the measurement: ``auto`` is then ``hf`` in the model's dtype,
+the choice made before ``auto`` existed (the test suite runs so, to be the same on every CPU). The
+measurement draws on its own generator inside :func:`torch.random.fork_rng`, so the run's random
+streams are the same whether the choice was measured, cached or resumed.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+SWITCH_ENV = "SATSEQ_ROLLOUT_CALIBRATION"
+MARGIN = 1.10  # bf16 / vLLM must be this much faster than fp32 / hf to be chosen
+ROWS, PROMPT, NEW, REPS = 16, 32, 16, 3
+
+
+@dataclass
+class RolloutChoice:
+    engine: str
+    dtype: str
+    source: str  # measured | cached | resumed | fixed (set in the config) | default (calibration off)
+    speeds: dict = field(default_factory=dict)  # "engine/dtype" -> generated tokens per second
+
+    def line(self) -> str:
+        speeds = ", ".join(f"{k} {v:,.0f} tok/s" for k, v in self.speeds.items())
+        return f"[satseq] rollout: {self.engine} in {self.dtype} ({self.source}{'; ' + speeds if speeds else ''})"
+
+
+def calibration_off() -> bool:
+    return os.environ.get(SWITCH_ENV, "on").strip().lower() in ("0", "off", "false", "no")
+
+
+def _machine() -> str:
+    """The processor (model name and the flags that decide bf16 speed) or the GPU."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    name = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "cpu")
+    flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
+    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    return f"{name} [{' '.join(wanted)}]"
+
+
+def cache_key(model, device: str, candidates: list[tuple[str, str]]) -> str:
+    c = model.config
+    shape = [getattr(c, k, None) for k in ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size",
+                                           "num_attention_heads", "num_key_value_heads", "vocab_size")]
+    parts = [_machine(), torch.__version__, str(device), torch.get_num_threads(), shape, sorted(candidates),
+             [ROWS, PROMPT, NEW]]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def _cache_file() -> Path:
+    from satseq.models.gguf import cache_root
+
+    return cache_root() / "rollout_choice.json"
+
+
+def _read_cache() -> dict:
+    try:
+        return json.loads(_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(key: str, speeds: dict) -> None:
+    from satseq.utils.io import write_json
+
+    entries = _read_cache()
+    entries[key] = {"speeds": speeds, "machine": _machine(), "torch": torch.__version__}
+    try:
+        _cache_file().parent.mkdir(parents=True, exist_ok=True)
+        write_json(_cache_file(), entries)
+    except OSError:  # a read-only home: measure again next time
+        pass
+
+
+def measure(engine_name: str, dtype: str, model, tokenizer, device: str, cfg) -> float:
+    """Generated tokens per second of ``engine_name`` in ``dtype`` on ``model``: ``ROWS`` rows, a
+    ``PROMPT``-token prompt, ``NEW`` new tokens (no early stop), median of ``REPS`` after a warm-up."""
+    from satseq.rollout.engine import make_engine
+    from satseq.rollout.types import SamplingParams
+
+    engine = make_engine(engine_name, tokenizer, batch_size=ROWS, device=device, fused=cfg.rollout.fused,
+                         dtype=dtype, vllm=cfg.rollout.vllm)
+    if hasattr(engine, "eos_ids"):
+        engine.eos_ids = set()  # every row runs to NEW tokens
+    vocab = int(model.config.vocab_size)
+    prompts = [[(7 * i + 13 * j) % vocab for j in range(PROMPT)] for i in range(ROWS)]
+    sampling = SamplingParams(max_new_tokens=NEW, temperature=1.0)
+    times = []
+    with torch.random.fork_rng(devices=[]):
+        for rep in range(REPS + 1):
+            t0 = time.perf_counter()
+            gens = engine.generate(model, prompts, sampling, torch.Generator().manual_seed(rep))
+            if rep:
+                times.append((time.perf_counter() - t0) / max(1, sum(len(g.response_ids) for g in gens)))
+    close = getattr(engine, "close", None)
+    if callable(close):
+        close()
+    return 1.0 / statistics.median(times)
+
+
+def choose(cfg, model, tokenizer, device: str, run_dir: Optional[Path] = None,
+           measure_fn: Optional[Callable] = None) -> RolloutChoice:
+    """The engine and precision ``auto`` stands for, in this run (see the module docstring)."""
+    r = cfg.rollout
+    model_dtype = cfg.model.dtype
+    if r.engine != "auto" and r.dtype != "auto":
+        return RolloutChoice(r.engine, r.dtype, "fixed")
+    if cfg.resume and run_dir is not None:
+        try:
+            rec = json.loads((Path(run_dir) / "run_info.json").read_text()).get("rollout")
+        except (OSError, ValueError):
+            rec = None
+        if rec:
+            return RolloutChoice(rec["engine"], rec["dtype"], "resumed", rec.get("speeds", {}))
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if calibration_off() or distributed or not hasattr(model, "config"):
+        return default_choice(cfg)
+    vllm_ok = importlib.util.find_spec("vllm") is not None and cfg.trainer.max_staleness == 0  # async: hf only
+    engines = [r.engine] if r.engine != "auto" else ["hf"] + (["vllm"] if vllm_ok else [])
+    if r.dtype != "auto":
+        dtypes = [r.dtype]
+    else:
+        dtypes = [model_dtype] + (["bfloat16"] if model_dtype == "float32" else [])
+    candidates = [(e, d) for e in engines for d in dtypes]
+    key = cache_key(model, device, candidates)
+    cached = _read_cache().get(key)
+    if cached:
+        speeds, source = cached["speeds"], "cached"
+    else:
+        speeds = {}
+        for e, d in candidates:
+            try:
+                speeds[f"{e}/{d}"] = (measure_fn or measure)(e, d, model, tokenizer, device, cfg)
+            except Exception as err:  # a candidate that cannot run here (vLLM on this model, say) is not chosen
+                if (e, d) == candidates[0]:
+                    raise
+                speeds[f"{e}/{d}"] = 0.0
+                print(f"[satseq] rollout calibration: {e} in {d} failed ({type(err).__name__}: "
+                      f"{str(err).splitlines()[0] if str(err) else ''}); not a candidate")
+        source = "measured"
+        _write_cache(key, speeds)
+    base = f"{engines[0]}/{dtypes[0]}"  # hf (or the named engine) in the trainer's dtype: the exact rollout
+    best = base
+    for name, speed in speeds.items():
+        if speed >= MARGIN * speeds[base] and speed > speeds[best]:
+            best = name
+    engine, dtype = best.split("/")
+    return RolloutChoice(engine, dtype, source, speeds)
+
+
+def default_choice(cfg) -> RolloutChoice:
+    """What ``auto`` is without a measurement: ``hf`` in the model's dtype (the calibration off, Ray
+    actors, several torchrun ranks, which must not each choose for themselves)."""
+    r = cfg.rollout
+    return RolloutChoice("hf" if r.engine == "auto" else r.engine, cfg.model.dtype if r.dtype == "auto" else r.dtype,
+                         "default" if "auto" in (r.engine, r.dtype) else "fixed")
+
+
+def resolved_config(cfg, choice: RolloutChoice):
+    """``cfg`` with ``rollout.engine`` / ``rollout.dtype`` set to the choice (``auto`` kept when the
+    calibration is off, so such a run is the run it was before ``auto`` existed)."""
+    if choice.source == "default":
+        return cfg
+    rollout = cfg.rollout.model_copy(update={"engine": choice.engine, "dtype": choice.dtype})
+    return cfg.model_copy(update={"rollout": rollout})
+
+
+def record(choice: RolloutChoice) -> dict:
+    return asdict(choice)
