@@ -272,3 +272,29 @@ def test_rewards_and_advantages_on_hand_built_batch():
     adv = assign_pag_advantages(eps)
     assert adv.shape == (12,) and eps[1].turns[2].info["advantage"] == pytest.approx(0.0)  # y2 alone in group 0
     assert eps[0].turns[0].info["advantage"] == pytest.approx(0.7071, abs=1e-4)
+
+
+TWO_SHOT_CHECK = ("Q: What is 3 + 4 + 5? Proposed answer: 3 + 4 + 5 = 13. The answer is 13.\nCheck: 3 + 4 = 7. "
+                  "7 + 5 = 12. 12 is not 13. The answer is wrong.\n\nQ: {problem} Proposed answer: {attempt}\nCheck:")
+
+
+def test_a_few_shot_verify_prompt_is_used_as_written(tiny, tmp_path):
+    """pag.verify_prompt / pag.revise_prompt: exact text with the attempt (its tail) filled in; braces in a
+    problem stay; the verdict is read from the model's 'The answer is wrong' as for the chat instruction."""
+    from satseq.config import load_config
+    from satseq.errors import ConfigError
+    from satseq.registry import get_method
+
+    _, tok = tiny
+    fmt = ChatPAGFormat(tok, attempt_budget=12, verify_prompt=TWO_SHOT_CHECK,
+                        revise_prompt="Q: {problem}\nEarlier: {attempt}\nA check: {verification}\nA:")
+    v = fmt.verify("What is {x} + 2?", "long preamble... 2 + 2 = 4. The answer is 4.")
+    assert v.startswith("Q: What is 3 + 4 + 5?") and v.endswith("Q: What is {x} + 2? Proposed answer: ...answer is 4.\nCheck:")
+    assert fmt.revise("P", "A", "12 is not 13. The answer is wrong.") == "Q: P\nEarlier: A\nA check: 12 is not 13. The answer is wrong.\nA:"
+    assert fmt.parse_verdict(" 2 + 2 = 4. 4 is 4. The answer is correct.") == "correct"
+    with pytest.raises(ConfigError, match="pag.revise_prompt.*missing \\{verification\\}"):
+        load_config(None, ["method=pag", "pag.revise_prompt='Q: {problem} {attempt}'"])
+    cfg = load_config(None, ["method=pag", f"output_dir={tmp_path}", "pag.verify_prompt='Check {problem}: {attempt}'"])
+    with pytest.raises(ConfigError, match="^config key 'pag.verify_prompt': for chat models only"):
+        get_method("pag").prompt_format("embedded", tok, cfg)
+    assert get_method("pag").prompt_format("chat", tok, cfg).verify("p", "a") == "Check p: a"

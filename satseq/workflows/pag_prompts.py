@@ -81,18 +81,32 @@ class ChatPAGFormat(ChatFormat):
     """Chat-template prompts; attempts and verifications are shown by their last ``*_budget`` characters."""
 
     def __init__(self, tokenizer, *, use_chat_template: bool = True, attempt_budget: int = 4000,
-                 verification_budget: int = 2000, template: str = "boxed"):
+                 verification_budget: int = 2000, template: str = "boxed", verify_prompt: str | None = None,
+                 revise_prompt: str | None = None):
         super().__init__(tokenizer, use_chat_template=use_chat_template, template=template)
         self.attempt_budget = attempt_budget
         self.verification_budget = verification_budget
+        self.verify_prompt, self.revise_prompt = verify_prompt, revise_prompt  # pag.verify_prompt / revise_prompt
+
+    @staticmethod
+    def _fill(template: str, **values: str) -> str:
+        """``template`` with each ``{name}`` replaced (plain replacement: braces in a problem stay as they are)."""
+        for name, value in values.items():
+            template = template.replace("{" + name + "}", value)
+        return template
 
     def verify(self, problem: str, attempt: str) -> str:
+        if self.verify_prompt is not None:  # exact text: a few-shot check for a base or small model
+            return self._fill(self.verify_prompt, problem=problem, attempt=self._tail(attempt, self.attempt_budget))
         return self._wrap(
             f"{problem}\n\nHere is a proposed solution:\n\n{self._tail(attempt, self.attempt_budget)}\n\n"
             "Check this solution step by step and decide whether its final answer is correct. "
             f'End your response with exactly "{VERDICT_CORRECT}" or "{VERDICT_WRONG}".')
 
     def revise(self, problem: str, attempt: str, verification: str) -> str:
+        if self.revise_prompt is not None:
+            return self._fill(self.revise_prompt, problem=problem, attempt=self._tail(attempt, self.attempt_budget),
+                              verification=self._tail(verification, self.verification_budget))
         return self._wrap(
             f"{problem}\n\nHere is your previous solution:\n\n{self._tail(attempt, self.attempt_budget)}\n\n"
             f"A check of that solution says:\n\n{self._tail(verification, self.verification_budget)}\n\n"
@@ -103,9 +117,11 @@ class ChatPAGFormat(ChatFormat):
 
 
 def make_pag_format(kind: str, tokenizer, *, chat_template: str = "auto", attempt_budget: int = 4000,
-                    verification_budget: int = 2000, template: str = "boxed"):
+                    verification_budget: int = 2000, template: str = "boxed", verify_prompt: str | None = None,
+                    revise_prompt: str | None = None):
     """``"embedded"`` -> :class:`EmbeddedPAGFormat`; anything else -> :class:`ChatPAGFormat`."""
     if kind == "embedded":
         return EmbeddedPAGFormat(tokenizer)
     return ChatPAGFormat(tokenizer, use_chat_template=chat_template != "never", attempt_budget=attempt_budget,
-                         verification_budget=verification_budget, template=template)
+                         verification_budget=verification_budget, template=template, verify_prompt=verify_prompt,
+                         revise_prompt=revise_prompt)

@@ -1,9 +1,9 @@
 """The ``pag`` config section (the clipped update's settings come from the common ``ppo`` section)."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from satseq.config.section import Section
 
@@ -21,3 +21,18 @@ class PAGConfig(Section):
     update: Literal["grpo", "apo"] = Field(
         "grpo", description="grpo: clipped policy gradient (ppo section); apo: A*-PO regression of every turn (apo section, V* from stage 1)")
     collapse_threshold: float = Field(0.5, ge=0.0, le=1.0, description="warn when the answer change ratio falls below this")
+    verify_prompt: Optional[str] = Field(
+        None, description="chat models: the verify turn's prompt as exact text, with {problem} and {attempt} (e.g. a few-shot check ending in 'Check:'; the verdict is read from 'The answer is correct/wrong'); None = the chat instruction")
+    revise_prompt: Optional[str] = Field(
+        None, description="chat models: the revise turn's prompt as exact text, with {problem}, {attempt} and {verification}; None = the chat instruction")
+
+    @field_validator("verify_prompt", "revise_prompt")
+    @classmethod
+    def _placeholders(cls, t: Optional[str], info) -> Optional[str]:
+        if t is None:
+            return t
+        need = ("{problem}", "{attempt}") + (("{verification}",) if info.field_name == "revise_prompt" else ())
+        missing = [p for p in need if p not in t]
+        if missing:
+            raise ValueError(f"the template must contain {', '.join(need)}; missing {', '.join(missing)}")
+        return t
