@@ -15,7 +15,8 @@
 #            cache, runs recipes/compare/smollm2_agents_grid.yaml, writes the grid's best learning rates
 #            into recipes/compare/smollm2_agents.yaml (bench/scale/smollm2_agents_gpu.py best) with the
 #            largest budget that fits the time left (at most the recipe's 45,000 tokens), runs it, then
-#            times SAT-Seq alone at its best rate for 3 stages in fp32 and in bf16.
+#            times SAT-Seq alone at its best rate for 3 stages in fp32 and in bf16, and with the time left
+#            starts recipes/compare/smollm2_pag.yaml (PAG against GRPO on SmolLM2).
 # Everything is written under $W (default /tmp/gpu_smollm2); $OUT/study.tgz (the comparisons, metrics and
 # evaluations, no checkpoints) is refreshed every 20 s, so a call cut off at its limit still returns
 # what finished. Restored to the same $W on a CPU machine, `satseq compare RECIPE --out $W/final`
@@ -132,4 +133,9 @@ for prec in fp32 bf16; do
   say "timing $prec: rc $?"
 done
 $PY bench/scale/smollm2_agents_gpu.py stages "$W"/timing/sat_seq_* 2>&1 | tail -n 4
+if [ "$(left)" -gt 120 ]; then  # time left: PAG on SmolLM2 against GRPO (issue 38), resumable where it stops
+  timeout $(( $(left) - 10 )) $PY -m satseq.cli compare "$(with_model recipes/compare/smollm2_pag.yaml)" --out "$W/pag" \
+     --jobs 6 --no_progress > "$W/pag.log" 2>&1
+  say "smollm2_pag: rc $?"
+fi
 exit 0
