@@ -24,7 +24,7 @@
 # model in every recipe (a dry run on a CPU with a tiny model); JOBS (default 15) runs side by side;
 # WHEELS=DIR (default .whl; a missing DIR installs none).
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ] || [ -z "${1:-}" ]; then
-  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0
+  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0
 fi
 set -uo pipefail
 PHASE=$1
