@@ -8,7 +8,7 @@ import pytest
 
 import satseq.rollout.choice as choice_mod
 from satseq.config import load_config
-from satseq.rollout.choice import MARGIN, choose, default_choice
+from satseq.rollout.choice import MARGIN, bf16_matmul_slowdown, choose, default_choice
 from satseq.update.engine_correction import EngineCorrection
 
 SMALL = ["method=grpo", "trainer.train_batch_size=2", "grpo.group_size=2", "rollout.max_new_tokens=6",
@@ -20,6 +20,7 @@ SMALL = ["method=grpo", "trainer.train_batch_size=2", "grpo.group_size=2", "roll
 def calibrating(tmp_path, monkeypatch):
     monkeypatch.setenv("SATSEQ_ROLLOUT_CALIBRATION", "on")
     monkeypatch.setenv("SATSEQ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(choice_mod, "bf16_matmul_slowdown", lambda model, device: 1.0)  # no screen: the fakes decide
 
 
 def _speeds(table):
@@ -121,3 +122,13 @@ def test_a_measured_fp32_choice_leaves_the_run_as_it_was(tiny_dir, tmp_path, mon
                         for x in (tmp_path / f"cal_{switch}" / "metrics.jsonl").read_text().splitlines()]
     assert json.loads((tmp_path / "cal_on" / "run_info.json").read_text())["rollout"]["source"] == "measured"
     assert rows["on"] == rows["off"]
+
+
+def test_a_cpu_whose_bf16_matmuls_are_slow_does_not_decode_in_bf16(tiny, calibrating, tmp_path, monkeypatch):
+    model, tok = tiny
+    cfg = load_config(None, [f"output_dir={tmp_path}"])
+    fake, calls = _speeds({"hf/float32": 100.0, "hf/bfloat16": 1000.0})
+    monkeypatch.setattr(choice_mod, "bf16_matmul_slowdown", lambda model, device: 6.0)
+    got = choose(cfg, model, tok, "cpu", measure_fn=fake)
+    assert calls == [("hf", "float32")] and (got.dtype, got.speeds["hf/bfloat16"]) == ("float32", 0.0)
+    assert bf16_matmul_slowdown(model, "cpu") > 0  # the real screen runs and returns a ratio

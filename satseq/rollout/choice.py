@@ -8,6 +8,9 @@ threads, before the first stage:
 - candidates: ``hf`` (satseq's engine) always, ``vllm`` when it is installed and the rollouts are
   synchronous (``engine=auto`` only);
   float32 and, where the trainer is float32, bfloat16 (``dtype=auto`` only);
+- on a CPU, a bf16 matmul of the model's MLP shape is timed against fp32 first; where it takes over
+  ``SCREEN`` times as long, bf16 is not tried (its speed is recorded as 0): decoding SmolLM2 in bf16 at
+  one thread on an AVX2 CPU would spend minutes to find what the matmul shows in milliseconds;
 - each candidate decodes ``rows`` sequences of a ``prompt``-token prompt for ``new`` tokens after a
   warm-up, timed ``reps`` times; its speed is the median, in generated tokens per second;
 - the fastest wins, but bfloat16 and vLLM only when they beat float32 / ``hf`` by ``MARGIN`` (the
@@ -41,6 +44,7 @@ import torch
 
 SWITCH_ENV = "SATSEQ_ROLLOUT_CALIBRATION"
 MARGIN = 1.10  # bf16 / vLLM must be this much faster than fp32 / hf to be chosen
+SCREEN = 1.5   # a CPU whose bf16 matmul takes this much longer than fp32's does not try bf16 decoding
 ROWS, PROMPT, NEW, REPS = 16, 32, 16, 3
 
 
@@ -110,6 +114,28 @@ def _write_cache(key: str, speeds: dict) -> None:
         pass
 
 
+def bf16_matmul_slowdown(model, device: str, reps: int = 20) -> float:
+    """Time of a bf16 matmul over an fp32 one of the model's MLP shape (``ROWS`` × hidden × intermediate):
+    a screen, so that a CPU whose bf16 GEMMs are plainly slower does not spend minutes decoding in bf16
+    to find out (SmolLM2 at one thread on an AVX2 CPU: about 6x)."""
+    c = model.config
+    k, n = int(getattr(c, "hidden_size", 256)), int(getattr(c, "intermediate_size", 1024))
+    times = {}
+    with torch.random.fork_rng(devices=[]):
+        g = torch.Generator().manual_seed(0)
+        for dt in (torch.float32, torch.bfloat16):
+            a = torch.randn(ROWS, k, generator=g).to(device=device, dtype=dt)
+            b = torch.randn(k, n, generator=g).to(device=device, dtype=dt)
+            a @ b  # warm-up
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                a @ b
+            if str(device).startswith("cuda"):
+                torch.cuda.synchronize()
+            times[dt] = time.perf_counter() - t0
+    return times[torch.bfloat16] / max(times[torch.float32], 1e-9)
+
+
 def measure(engine_name: str, dtype: str, model, tokenizer, device: str, cfg) -> float:
     """Generated tokens per second of ``engine_name`` in ``dtype`` on ``model``: ``ROWS`` rows, a
     ``PROMPT``-token prompt, ``NEW`` new tokens (no early stop), median of ``REPS`` after a warm-up."""
@@ -166,7 +192,12 @@ def choose(cfg, model, tokenizer, device: str, run_dir: Optional[Path] = None,
         speeds, source = cached["speeds"], "cached"
     else:
         speeds = {}
+        slow_bf16 = (len(dtypes) > 1 and not str(device).startswith("cuda")
+                     and bf16_matmul_slowdown(model, device) > SCREEN)
         for e, d in candidates:
+            if slow_bf16 and d == "bfloat16":
+                speeds[f"{e}/{d}"] = 0.0  # screened out: bf16 matmuls plainly slower here
+                continue
             try:
                 speeds[f"{e}/{d}"] = (measure_fn or measure)(e, d, model, tokenizer, device, cfg)
             except Exception as err:  # a candidate that cannot run here (vLLM on this model, say) is not chosen
