@@ -56,7 +56,7 @@ class RolloutChoice:
     speeds: dict = field(default_factory=dict)  # "engine/dtype" -> generated tokens per second
 
     def line(self) -> str:
-        speeds = ", ".join(f"{k} {v:,.0f} tok/s" for k, v in self.speeds.items())
+        speeds = ", ".join(f"{k} {v:,.0f} tok/s" if v else f"{k} not tried or failed" for k, v in self.speeds.items())
         return f"[satseq] rollout: {self.engine} in {self.dtype} ({self.source}{'; ' + speeds if speeds else ''})"
 
 
