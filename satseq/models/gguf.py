@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import importlib.util
 import os
 from pathlib import Path
@@ -149,20 +150,30 @@ def gguf_cache_dir(gguf_path: Path) -> Path | None:
     file or a new converter never reads an old conversion."""
     if os.environ.get(CACHE_SWITCH_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return None
-    import hashlib
     from importlib.metadata import PackageNotFoundError, version
 
-    h = hashlib.sha256()
-    with open(gguf_path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
+    st = os.stat(gguf_path)
+    digest = _sha256_of(str(Path(gguf_path).resolve()), st.st_size, st.st_mtime_ns)
     versions = []
     for pkg in ("transformers", "gguf"):
         try:
             versions.append(f"{pkg}{version(pkg)}")
         except PackageNotFoundError:
             versions.append(f"{pkg}-none")
-    return cache_root() / "gguf" / f"{Path(gguf_path).stem}-{h.hexdigest()[:16]}-{'-'.join(versions)}"
+    return cache_root() / "gguf" / f"{Path(gguf_path).stem}-{digest[:16]}-{'-'.join(versions)}"
+
+
+@functools.lru_cache(maxsize=8)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    """The file's SHA-256, once per process for a given path, size and modification time (a model load
+    and its tokenizer load would otherwise each read the ~100 MB file)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def write_hf_dir(model, tok, out: Path) -> Path:
