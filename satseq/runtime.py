@@ -211,10 +211,26 @@ def _check_prompts_before_the_warm_start(cfg: TrainConfig, spec, method, sets) -
                              what="rollout.max_new_tokens")
 
 
+def check_decode_gemm(cfg: TrainConfig, device: str) -> None:
+    """``rollout.decode_gemm`` set to a kernel this torch build lacks for the rollout's dtype on this
+    CPU: one line naming the key, before anything is written."""
+    from satseq.rollout.fused_decode import available_gemms
+
+    r = cfg.rollout
+    if r.decode_gemm in ("auto", "torch") or r.engine == "vllm" or not str(device).startswith("cpu"):
+        return
+    dtype = r.dtype if r.dtype != "auto" else cfg.model.dtype
+    avail = available_gemms(getattr(torch, dtype), device)
+    if r.decode_gemm not in avail:
+        raise ConfigError(f"config key 'rollout.decode_gemm': {r.decode_gemm} does not run in {dtype} with this torch "
+                          f"build on this CPU (available: {', '.join(avail)}); use rollout.decode_gemm=auto")
+
+
 def run_engine(cfg: TrainConfig, tokenizer, device: str):
     """The run's rollout engine (``rollout.*``); a Ray actor builds its own with this too."""
     return make_engine(cfg.rollout.engine, tokenizer, batch_size=cfg.rollout.batch_size, device=device,
-                       fused=cfg.rollout.fused, dtype=cfg.rollout.dtype, vllm=cfg.rollout.vllm)
+                       fused=cfg.rollout.fused, dtype=cfg.rollout.dtype, vllm=cfg.rollout.vllm,
+                       gemm=cfg.rollout.decode_gemm)
 
 
 def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
@@ -240,6 +256,7 @@ def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     if choice.source in ("measured", "cached", "resumed"):
         console(choice.line())
     cfg = resolved_config(cfg, choice)
+    check_decode_gemm(cfg, device)
     engine = run_engine(cfg, pool.tokenizer, device)
     return Runtime(cfg, device, pool, pool.tokenizer, fmt, engine, sampling, train_set, eval_set,
                    rollout_choice=choice)

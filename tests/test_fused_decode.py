@@ -1,6 +1,7 @@
 """The fused Llama-family decode: the same tokens and log-probs as the model's own forward (fp32,
 within fp32 rounding of the trainer's log-prob pass, tests/numerics.py), LoRA adapters merged, weights rebuilt after an update,
-packed GEMMs bit-identical to ``F.linear``, and on-policy ratios exactly 1 with a bf16 rollout."""
+packed GEMMs bit-identical to ``F.linear`` (MKL's) or equal to rounding (oneDNN's), each decode GEMM kernel
+(``rollout.decode_gemm``) against the model's forward, and on-policy ratios exactly 1 with a bf16 rollout."""
 import pytest
 import torch
 from numerics import fp_tol
@@ -38,16 +39,25 @@ def _max_gap(model, tok, gens):
                for i, g in enumerate(gens))
 
 
+def _gemm(gemm):
+    if gemm not in fused_decode.available_gemms(torch.float32, "cpu"):
+        pytest.skip(f"no {gemm} decode GEMM in this torch build")
+    return gemm
+
+
 @pytest.mark.numerics
+@pytest.mark.parametrize("gemm", fused_decode.GEMMS)
 @pytest.mark.parametrize("arch", ["qwen2", "llama", "llama_bias"])
-def test_fused_decode_equals_the_models_forward(tiny, arch):
+def test_fused_decode_equals_the_models_forward(tiny, arch, gemm):
     model, tok = tiny
     if arch != "qwen2":
         model = _small_llama(len(tok), tok.pad_token_id, tok.eos_token_id, bias=arch == "llama_bias")
     assert fused_decode.supports(model)
     prompts = [_enc(tok, p) for p in PROMPTS] * 3
     sp = SamplingParams(max_new_tokens=20)
-    fused = HFEngine(tok, fused=True).generate(model, prompts, sp, torch.Generator().manual_seed(0))
+    engine = HFEngine(tok, fused=True, gemm=_gemm(gemm))
+    fused = engine.generate(model, prompts, sp, torch.Generator().manual_seed(0))
+    assert engine._weights.get(model, torch.float32, rows=len(prompts), gemm=gemm).gemm == gemm
     plain = HFEngine(tok, fused=False).generate(model, prompts, sp, torch.Generator().manual_seed(0))
     assert [g.response_ids for g in fused] == [g.response_ids for g in plain]
     assert _max_gap(model, tok, fused) <= 1  # the trainer's log-prob pass, in the loss precision (fp32)
@@ -96,6 +106,24 @@ def test_packed_gemm_is_bit_identical_to_linear():
         assert torch.equal(lin(x, decode=True), F.linear(x, w, b))
 
 
+@pytest.mark.skipif("onednn" not in fused_decode.available_gemms(torch.float32, "cpu"), reason="no oneDNN packed linear")
+def test_onednn_packed_linear_is_linear_to_rounding_and_the_same_for_a_row_whatever_the_batch():
+    w, b = torch.randn(96, 64), torch.randn(96)
+    lin = fused_decode.Lin(w, b, pack_rows=8, kernel="onednn")
+    x = torch.randn(13, 1, 64)
+    whole = lin(x, decode=True)
+    assert torch.allclose(whole, F.linear(x, w, b), rtol=0, atol=fp_tol(F.linear(x, w, b)))
+    for rows in (1, 8, 12):
+        assert torch.equal(lin(x[:rows], decode=True), whole[:rows])
+
+
+def test_an_unknown_or_missing_kernel(tiny):
+    assert fused_decode.resolve_gemm("auto", torch.float32, "cpu") == fused_decode.available_gemms(torch.float32, "cpu")[0]
+    assert fused_decode.resolve_gemm("mkl", torch.float32, "meta") == "torch"  # no packing off the CPU
+    with pytest.raises(ValueError, match="unknown decode GEMM kernel"):
+        fused_decode.resolve_gemm("cublas", torch.float32, "cpu")
+
+
 def test_bf16_rollout_keeps_on_policy_ratios_exactly_one(tiny):
     """The trainer re-scores a bf16 rollout in fp32: the loss's ratio is exactly 1 before the first
     step, the clip fraction 0, and the engine-vs-trainer gap is reported."""
@@ -124,7 +152,8 @@ def test_bf16_rollout_keeps_on_policy_ratios_exactly_one(tiny):
 
 
 @pytest.mark.numerics
-def test_finished_rows_are_dropped_without_changing_any_row(tiny, monkeypatch):
+@pytest.mark.parametrize("gemm", fused_decode.GEMMS)
+def test_finished_rows_are_dropped_without_changing_any_row(tiny, monkeypatch, gemm):
     model, tok = tiny
     prompts = [_enc(tok, p) for p in PROMPTS] * 4
     sp = SamplingParams(max_new_tokens=30, stop=tuple("aeiou0123"))  # rows end at different steps
@@ -132,7 +161,7 @@ def test_finished_rows_are_dropped_without_changing_any_row(tiny, monkeypatch):
     original = fused_decode.FusedDecoder.keep_rows
     monkeypatch.setattr(fused_decode.FusedDecoder, "keep_rows",
                         lambda self, idx: (kept.append(len(idx)), original(self, idx))[1])
-    fused = HFEngine(tok).generate(model, prompts, sp, torch.Generator().manual_seed(2))
+    fused = HFEngine(tok, gemm=_gemm(gemm)).generate(model, prompts, sp, torch.Generator().manual_seed(2))
     plain = HFEngine(tok, fused=False).generate(model, prompts, sp, torch.Generator().manual_seed(2))
     assert kept and kept[0] <= len(prompts) // 2
     assert [g.response_ids for g in fused] == [g.response_ids for g in plain]

@@ -1,5 +1,5 @@
-"""rollout.engine=auto / rollout.dtype=auto (satseq.rollout.choice): the rule, the cache, the record in
-run_info.json, and a resumed run that keeps its choice whatever a new measurement would say."""
+"""rollout.engine=auto / rollout.dtype=auto / rollout.decode_gemm=auto (satseq.rollout.choice): the rule, the
+cache, the record in run_info.json, and a resumed run that keeps its choice whatever a new measurement would say."""
 from __future__ import annotations
 
 import json
@@ -21,14 +21,16 @@ def calibrating(tmp_path, monkeypatch):
     monkeypatch.setenv("SATSEQ_ROLLOUT_CALIBRATION", "on")
     monkeypatch.setenv("SATSEQ_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(choice_mod, "bf16_matmul_slowdown", lambda model, device: 1.0)  # no screen: the fakes decide
+    # engine and dtype only (the build's default GEMM kernel); the kernel's own choice is tested below
+    monkeypatch.setattr(choice_mod, "_gemms", lambda cfg, engine, dtype, device: ["auto"])
 
 
 def _speeds(table):
     calls = []
 
-    def fake(engine, dtype, model, tokenizer, device, cfg):
-        calls.append((engine, dtype))
-        return table[f"{engine}/{dtype}"]
+    def fake(engine, dtype, model, tokenizer, device, cfg, gemm="auto"):
+        calls.append((engine, dtype) if gemm == "auto" else (engine, dtype, gemm))
+        return table[choice_mod._name(engine, dtype, gemm)]
     return fake, calls
 
 
@@ -132,3 +134,61 @@ def test_a_cpu_whose_bf16_matmuls_are_slow_does_not_decode_in_bf16(tiny, calibra
     got = choose(cfg, model, tok, "cpu", measure_fn=fake)
     assert calls == [("hf", "float32")] and (got.dtype, got.speeds["hf/bfloat16"]) == ("float32", 0.0)
     assert bf16_matmul_slowdown(model, "cpu") > 0  # the real screen runs and returns a ratio
+
+
+def test_the_decode_gemm_kernel_is_measured_recorded_and_kept_on_resume(tiny_dir, calibrating, tmp_path, monkeypatch):
+    """rollout.decode_gemm=auto: every kernel the build has is measured; one other than the default wins only
+    by the margin; the choice is in run_info.json and train_config.yaml, and a resumed run keeps it."""
+    import torch
+
+    from satseq.loop import train
+    from satseq.rollout.fused_decode import available_gemms
+
+    kernels = available_gemms(torch.float32, "cpu")
+    if len(kernels) < 2:
+        pytest.skip("one decode GEMM kernel in this torch build")
+    monkeypatch.undo()  # the real _gemms; the calibration on, the cache in tmp_path, no bf16 screen
+    monkeypatch.setenv("SATSEQ_ROLLOUT_CALIBRATION", "on")
+    monkeypatch.setenv("SATSEQ_CACHE_DIR", str(tmp_path / "cache"))
+    default, other = kernels[0], kernels[1]
+    fast = {f"hf/float32/{k}": 100.0 for k in kernels} | {f"hf/float32/{other}": 100.0 * MARGIN * 1.01}
+    fake, calls = _speeds(fast)
+    monkeypatch.setattr(choice_mod, "measure", fake)
+    base = [f"model.path={tiny_dir}", f"output_dir={tmp_path}", "run_name=gemm", "trainer.save_every=1",
+            "rollout.dtype=float32", *SMALL]
+    train(load_config(None, base + ["trainer.num_stages=1"]), console=lambda *a, **k: None)
+    assert sorted(calls) == sorted(("hf", "float32", k) for k in kernels)
+    run = tmp_path / "gemm"
+    rec = json.loads((run / "run_info.json").read_text())["rollout"]
+    assert (rec["engine"], rec["dtype"], rec["gemm"], rec["source"]) == ("hf", "float32", other, "measured")
+    assert f"decode_gemm: {other}" in (run / "train_config.yaml").read_text()
+    # a new measurement would keep the default now; the resumed run keeps its kernel without measuring
+    (tmp_path / "cache" / "rollout_choice.json").unlink()
+    fake2, calls2 = _speeds({f"hf/float32/{k}": 100.0 for k in kernels})
+    monkeypatch.setattr(choice_mod, "measure", fake2)
+    train(load_config(None, base + ["trainer.num_stages=2"]), console=lambda *a, **k: None)
+    rec2 = json.loads((run / "run_info.json").read_text())["rollout"]
+    assert calls2 == [] and (rec2["gemm"], rec2["source"]) == (other, "resumed")
+    # just short of the margin: the default kernel
+    cfg = load_config(None, [f"output_dir={tmp_path}", "rollout.engine=hf", "rollout.dtype=float32"])
+    slow, _ = _speeds({f"hf/float32/{k}": 100.0 for k in kernels} | {f"hf/float32/{other}": 100.0 * MARGIN * 0.99})
+    model_dir_cfg = load_config(None, [f"model.path={tiny_dir}"])
+    from satseq.models.loading import load_causal_lm
+
+    model, tok = load_causal_lm(model_dir_cfg.model.path)
+    assert choose(cfg, model, tok, "cpu", measure_fn=slow).gemm == default
+
+
+def test_a_kernel_the_build_lacks_is_refused_in_one_line(tiny_dir, tmp_path, monkeypatch):
+    import torch
+
+    import satseq.runtime as runtime
+    from satseq.errors import ConfigError
+
+    monkeypatch.setattr("satseq.rollout.fused_decode.available_gemms", lambda dtype, device: ["torch"])
+    cfg = load_config(None, [f"model.path={tiny_dir}", f"output_dir={tmp_path}", "rollout.decode_gemm=onednn"])
+    with pytest.raises(ConfigError, match="config key 'rollout.decode_gemm': onednn does not run in float32"):
+        runtime.check_decode_gemm(cfg, "cpu")
+    assert torch.float32  # the same config with the kernel present passes
+    monkeypatch.setattr("satseq.rollout.fused_decode.available_gemms", lambda dtype, device: ["mkl", "onednn", "torch"])
+    runtime.check_decode_gemm(cfg, "cpu")

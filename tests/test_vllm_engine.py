@@ -135,7 +135,11 @@ def test_stop_strings_and_finish_reasons_match_satseqs_engine(full_model):
 
 
 @pytest.mark.numerics
-def test_three_lora_agents_on_one_engine_stay_in_sync_through_a_relay():
+@pytest.mark.parametrize("lora_mode", ["adapter", "merged"])
+def test_three_lora_agents_on_one_engine_stay_in_sync_through_a_relay(lora_mode):
+    """Per-request adapters, or the acting agent's merged weights reloaded per turn
+    (``rollout.vllm.lora_mode``): either way every agent samples from its own current weights."""
+    from satseq.config.schema import VllmConfig
     from satseq.models.agents import AgentPool
     from satseq.models.tiny import build_tiny_model
     from satseq.rollout.types import SamplingParams
@@ -148,7 +152,7 @@ def test_three_lora_agents_on_one_engine_stay_in_sync_through_a_relay():
         for n, p in pool.module("a1").named_parameters():
             if "lora_B" in n:
                 p.normal_(0, 0.3)
-    engine = VLLMEngine(tok)
+    engine = VLLMEngine(tok, settings=VllmConfig(lora_mode=lora_mode))
     sp = SamplingParams(max_new_tokens=8, temperature=1.0)
     texts = [tok.decode(p) for p in prompts(tok, 4)]
     seen = {}
@@ -158,7 +162,8 @@ def test_three_lora_agents_on_one_engine_stay_in_sync_through_a_relay():
         assert max_gap(pool.module(agent), gens, tok.pad_token_id) < TOL, agent
         seen[agent] = gens
         texts = [t + g.text[:4] + "|" for t, g in zip(texts, gens)]
-    assert engine.adapter_versions == 3 and engine.reloads == 1
+    # adapters: the base loaded once, each adapter registered once; merged: one reload per agent turn
+    assert (engine.adapter_versions, engine.reloads) == ((3, 1) if lora_mode == "adapter" else (0, 3))
     # the agents differ: the same prompts under another adapter have other log-probs
     a1 = seen["a1"]
     other = trainer_logprobs(pool.module("a2"), a1, tok.pad_token_id)
@@ -173,7 +178,7 @@ def test_three_lora_agents_on_one_engine_stay_in_sync_through_a_relay():
     for agent in pool.names:
         gens = engine.generate(pool.module(agent), ids, sp, streams(4, seed=9))
         assert max_gap(pool.module(agent), gens, tok.pad_token_id) < TOL, agent
-    assert engine.adapter_versions == 4 and engine.reloads == 1
+    assert (engine.adapter_versions, engine.reloads) == ((4, 1) if lora_mode == "adapter" else (0, 6))
     assert model is pool.module("a2")
 
 
@@ -343,7 +348,9 @@ def test_a_killed_sat_seq_run_with_vllm_resumes_exactly(tiny_dir, tmp_path):
 
 
 @pytest.mark.numerics
-def test_a_lora_pools_reference_policy_samples_from_the_base():
+@pytest.mark.parametrize("lora_mode", ["adapter", "merged"])
+def test_a_lora_pools_reference_policy_samples_from_the_base(lora_mode):
+    from satseq.config.schema import VllmConfig
     from satseq.models.agents import AgentPool
     from satseq.models.tiny import build_tiny_model
     from satseq.rollout.types import SamplingParams
@@ -355,7 +362,7 @@ def test_a_lora_pools_reference_policy_samples_from_the_base():
         for n, p in pool.module("a1").named_parameters():
             if "lora_B" in n:
                 p.normal_(0, 0.3)
-    engine = VLLMEngine(tok)
+    engine = VLLMEngine(tok, settings=VllmConfig(lora_mode=lora_mode))
     sp = SamplingParams(max_new_tokens=8, temperature=1.0)
     with pool.reference("a1") as ref:
         gens = engine.generate(ref, prompts(tok, 4), sp, streams(4))

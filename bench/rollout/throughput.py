@@ -2,7 +2,11 @@
 
     python bench/rollout/throughput.py tiny [--batch 128] [--tokens 40] [--threads 2] [--repeats 3]
     python bench/rollout/throughput.py roofline [--batch 32] [--tokens 64] [--threads 1] [--repeats 3] [--out DIR]
-    .venv-vllm/bin/python bench/rollout/throughput.py engines [--batch 32] [--tokens 64] [--threads 2] [--repeats 3] [--out DIR]
+    .venv-vllm/bin/python bench/rollout/throughput.py engines [--batch 32] [--tokens 64] [--threads 2] [--repeats 3]
+        [--vllm eager compiled] [--lora 3] [--lora-modes adapter merged] [--out DIR]
+    python bench/rollout/throughput.py kernels [--rows 32] [--threads 2] [--out DIR]
+    .venv-vllm/bin/python bench/rollout/throughput.py stages [--recipe recipes/smollm2/sat_seq.yaml] [--engines hf vllm]
+        [--stages 4] [--rounds 2] [--threads 2] [--out DIR] [key=value ...]
 
 ``tiny`` (``make bench``): decode throughput of the rollout engine vs. transformers' ``generate`` on the
 embedded model. Prints tokens/s for each (sampled, T=1). Run it alone: the 2 cores are easily
@@ -24,8 +28,10 @@ oversubscribed.
 Run it on an idle machine when you can; the figures in docs/results.md say under what load they were
 taken. Writes ``roofline.json`` under ``--out``.
 
-``engines``: SmolLM2-135M rollout: satseq's engine, vLLM and transformers' ``generate``, fp32 and bf16,
-interleaved. Runs in the venv that has vLLM (``make setup-vllm``). One process, one shape: B rows
+``engines``: SmolLM2-135M rollout: satseq's engine, vLLM (eager and compiled) and transformers'
+``generate``, fp32 and bf16, on the base model and with ``--lora`` LoRA r16 agents (one relay turn
+each: the acting agent changes every call; vLLM serves them as per-request adapters and as merged
+weights reloaded per turn, ``rollout.vllm.lora_mode``), interleaved. Runs in the venv that has vLLM (``make setup-vllm``). One process, one shape: B rows
 (B / group distinct chat prompts × group samples, as a GRPO batch) × exactly T sampled tokens (EOS
 ignored) at T = 1, as ``roofline``. The engines take turns (satseq, vLLM, generate; fp32 then bf16) for
 ``--repeats`` rounds after one warm-up round; each figure is the median. vLLM's prefix cache is reset
@@ -39,7 +45,20 @@ this machine's roofline (``roofline``'s model), and the cost of keeping vLLM in 
 
 Writes ``rollout_engines.json`` under ``--out``.
 
-The three were bench/engine_throughput.py, bench/roofline.py and bench/rollout_engines.py; they share
+``kernels``: why the decode is where it is. Each GEMM of one decode step of SmolLM2-135M (fused q/k/v,
+o, fused gate/up, down, the LM head) at ``--rows`` rows, through every library kernel this torch build
+has (``F.linear``, ``torch.mm`` on a pre-transposed weight, MKL's packed GEMM, oneDNN's packed linear),
+fp32 and bf16, best of ``--repeats``; each against its own roofline, ``max(FLOPs / GEMM peak, weight
+bytes / copy bandwidth)``, and a decode step's GEMMs summed per kernel and with the best kernel per GEMM.
+Writes ``decode_gemms.json`` under ``--out``.
+
+``stages``: whole training stages of a recipe (SAT-Seq's three LoRA agents on SmolLM2 by default) on
+each engine: ``satseq train RECIPE rollout.engine=E`` for ``--stages`` stages in a fresh process per
+run, the engines taking turns for ``--rounds`` rounds. Prints the median stage time after each run's
+first stage (which starts the engine), its rollout part and the ratio to satseq's engine. Writes
+``engine_stages.json`` under ``--out``.
+
+The first three were bench/engine_throughput.py, bench/roofline.py and bench/rollout_engines.py; they share
 the prompts, the roofline model and the interleaving.
 """
 from __future__ import annotations
@@ -227,23 +246,33 @@ def roofline(a) -> None:
 
 
 def engines(a) -> None:
-    """SmolLM2-135M: satseq, vLLM and ``generate`` (was bench/rollout_engines.py)."""
+    """SmolLM2-135M: satseq, vLLM and ``generate``, the base model and K LoRA agents (was bench/rollout_engines.py)."""
     import torch
 
     import os
 
     os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
     torch.set_num_threads(a.threads)
+    from satseq.config.schema import VllmConfig
+    from satseq.models.agents import AgentPool
     from satseq.models.loading import load_causal_lm
     from satseq.rollout.hf_engine import HFEngine
     from satseq.rollout.padding import left_pad
     from satseq.rollout.types import SamplingParams
-    from satseq.config.schema import VllmConfig
     from satseq.rollout.vllm_engine import VLLMEngine
 
     model32, tok = load_causal_lm("smollm2")
     model32.eval()
     models = {k: model32 if k == "fp32" else _cast(model32, torch.bfloat16) for k in a.precisions}
+    agents = [f"agent_{i + 1}" for i in range(a.lora)]
+    pools = {}
+    for k in models if agents else ():  # K LoRA r16 agents on a copy of each base, adapters moved off zero
+        pools[k] = AgentPool.lora(agents, _cast(models[k], models[k].dtype), tok, r=16, alpha=32, dropout=0.0)
+        gen = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for n, p in pools[k].root_modules()[0].named_parameters():
+                if "lora_B" in n:
+                    p.copy_(torch.randn(p.shape, generator=gen).to(p.dtype) * 0.02)
     distinct, prompts = grpo_chat_batch(tok, a.batch, a.group)
     ids, attn = left_pad(prompts, tok.pad_token_id)
     P = ids.shape[1]
@@ -251,79 +280,271 @@ def engines(a) -> None:
     bw = bandwidth()
     roof = {k: roofline_seconds(model32.config, a.batch, P, a.tokens, peaks[k], bw, 2 if k == "bf16" else 4,
                                 prefill_rows=len(distinct)) for k in peaks}
-    print(f"B{a.batch} = {len(distinct)} prompts × {a.group} samples × {a.tokens} tokens; threads {a.threads}; "
-          f"prompts padded to {P} tokens; roofline fp32 {roof['fp32']['tok_s']:.0f} tok/s, bf16 "
-          f"{roof['bf16']['tok_s']:.0f} tok/s", flush=True)
+    print(f"{cpu_name()}; B{a.batch} = {len(distinct)} prompts × {a.group} samples × {a.tokens} tokens; threads "
+          f"{a.threads}; prompts padded to {P} tokens; roofline fp32 {roof['fp32']['tok_s']:.0f} tok/s, bf16 "
+          f"{roof['bf16']['tok_s']:.0f} tok/s; LoRA rows: {a.lora} agents, one turn each", flush=True)
 
     ours = HFEngine(tok, batch_size=a.batch)
     ours.eos_ids = set()  # exactly T tokens
     sp = SamplingParams(max_new_tokens=a.tokens)
-    t0 = time.perf_counter()
-    settings = VllmConfig(enforce_eager=not a.compile)
-    vllm = {k: VLLMEngine(tok, settings=settings, dtype=k.replace("fp32", "float32").replace("bf16", "bfloat16"))
-            for k in models}
+    dtype_name = {"fp32": "float32", "bf16": "bfloat16"}
+    vllm = {}  # (precision, variant) -> engine; variant: eager / compiled, and for LoRA adapter / merged
+    for k in models:
+        for mode in a.vllm:
+            vllm[(k, mode)] = VLLMEngine(tok, settings=VllmConfig(enforce_eager=mode == "eager", kv_cache_gb=a.kv_cache_gb),
+                                         dtype=dtype_name[k])
+        for lora_mode in a.lora_modes if agents else ():
+            vllm[(k, f"lora-{lora_mode}")] = VLLMEngine(
+                tok, settings=VllmConfig(enforce_eager=True, kv_cache_gb=a.kv_cache_gb, lora_mode=lora_mode),
+                dtype=dtype_name[k])
     for e in vllm.values():
         e.ignore_eos = True
-    starts = {}
 
-    def run_ours(k):
-        out = ours.generate(models[k], prompts, sp, torch.Generator().manual_seed(0))
+    def check(out):
         assert all(len(g.response_ids) == a.tokens for g in out)
 
-    def run_vllm(k):
-        e = vllm[k]
-        if e._engine is not None:
-            e._engine.llm.reset_prefix_cache()
-        out = e.generate(models[k], prompts, sp, torch.Generator().manual_seed(0))
-        assert all(len(g.response_ids) == a.tokens for g in out)
+    def base_path(gen):
+        return lambda k: check(gen(models[k], k))
 
-    def run_generate(k):
+    def lora_path(gen):  # a relay: each agent takes one turn on the batch (the acting agent changes every call)
+        def run(k):
+            for name in agents:
+                check(gen(pools[k].module(name), k))
+        return run
+
+    def satseq_gen(m, k):
+        return ours.generate(m, prompts, sp, torch.Generator().manual_seed(0))
+
+    def vllm_gen(variant):
+        def gen(m, k):
+            e = vllm[(k, variant)]
+            if e._engine is not None:
+                e._engine.llm.reset_prefix_cache()
+            return e.generate(m, prompts, sp, torch.Generator().manual_seed(0))
+        return gen
+
+    def generate_gen(m, k):
         with torch.no_grad():
-            models[k].generate(ids, attention_mask=attn, do_sample=True, max_new_tokens=a.tokens,
-                               min_new_tokens=a.tokens, pad_token_id=tok.pad_token_id, top_k=0, top_p=1.0)
+            out = m.generate(input_ids=ids, attention_mask=attn, do_sample=True, max_new_tokens=a.tokens,
+                             min_new_tokens=a.tokens, pad_token_id=tok.pad_token_id, top_k=0, top_p=1.0)
+        return [_Row(r) for r in out[:, P:].tolist()]
 
-    engines = {"satseq": run_ours, "vllm": run_vllm, "generate": run_generate}
-    for k in models:  # warm-up: vLLM starts here (timed), every path runs once
-        for name, fn in engines.items():
+    paths = {"satseq": base_path(satseq_gen)}
+    paths.update({f"vllm {mode}": base_path(vllm_gen(mode)) for mode in a.vllm})
+    paths["generate"] = base_path(generate_gen)
+    if agents:
+        paths["LoRA satseq"] = lora_path(satseq_gen)
+        paths.update({f"LoRA vllm {m}": lora_path(vllm_gen(f"lora-{m}")) for m in a.lora_modes})
+        paths["LoRA generate"] = lora_path(generate_gen)
+    starts = {}
+    for k in models:  # warm-up: the vLLM engines start here (timed), every path runs once
+        for name, fn in paths.items():
             t0 = time.perf_counter()
             fn(k)
-            if name == "vllm":
-                starts[k] = time.perf_counter() - t0
-    runs = {(k, n): [] for k in models for n in engines}
-    for _ in range(a.repeats):
+            if "vllm" in name:
+                starts[f"{name} {k}"] = time.perf_counter() - t0
+            print(f"warm-up {k} {name}: {time.perf_counter() - t0:.1f} s", flush=True)
+    runs = {(k, n): [] for k in models for n in paths}
+    for r in range(a.repeats):
         for k in models:
-            for name, fn in engines.items():
+            for name, fn in paths.items():
                 t0 = time.perf_counter()
                 fn(k)
                 runs[(k, name)].append(time.perf_counter() - t0)
-    # the sync: perturbed full weights into the running fp32 engine; a second engine started
-    e = vllm[a.precisions[0]]
-    target = models[a.precisions[0]]
+        print(f"round {r + 1}/{a.repeats}: " + ", ".join(f"{k} {n} {runs[(k, n)][-1]:.1f} s" for k in models
+                                                          for n in paths), flush=True)
+    # the sync: perturbed full weights into a running engine (what K full agents sharing one engine pay
+    # when the acting agent changes, and what a merged LoRA agent pays per turn)
+    k0 = a.precisions[0]
+    e = vllm[(k0, a.vllm[0])]
     reload_s = []
     for _ in range(3):
         with torch.no_grad():
-            next(target.parameters()).mul_(1.0)  # bumps a version counter: the engine must reload
+            next(models[k0].parameters()).mul_(1.0)  # bumps a version counter: the engine must reload
         t0 = time.perf_counter()
-        e.sync(target)
+        e.sync(models[k0])
         reload_s.append(time.perf_counter() - t0)
-    result = {"threads": a.threads, "vllm_compiled": a.compile, "batch": a.batch, "group": a.group, "tokens": a.tokens, "prompt_tokens": P,
-              "peak_flops": peaks, "bandwidth": bw, "roofline": roof, "vllm_first_call_s": starts,
-              "vllm_reload_s": statistics.median(reload_s), "runs": {}}
-    print("\n| precision | engine | tok/s | × generate | × satseq | share of roofline |\n|---|---|---|---|---|---|")
+    result = {"cpu": cpu_name(), "threads": a.threads, "batch": a.batch, "group": a.group, "tokens": a.tokens,
+              "prompt_tokens": P, "lora_agents": a.lora, "peak_flops": peaks, "bandwidth": bw, "roofline": roof,
+              "vllm_first_call_s": starts, "vllm_reload_s": statistics.median(reload_s), "runs": {}}
+    print("\n| precision | path | tok/s | × generate | × satseq | share of roofline |\n|---|---|---|---|---|---|")
     for k in models:
-        med = {n: statistics.median(runs[(k, n)]) for n in engines}
-        tps = {n: a.batch * a.tokens / med[n] for n in engines}
+        med = {n: statistics.median(runs[(k, n)]) for n in paths}
+        tps = {n: a.batch * a.tokens * (len(agents) if n.startswith("LoRA") else 1) / med[n] for n in paths}
         result["runs"][k] = {n: {"seconds": runs[(k, n)], "tok_s": tps[n], "share_of_roofline": tps[n] / roof[k]["tok_s"]}
-                             for n in engines}
-        for n in engines:
-            print(f"| {k} | {n} | {tps[n]:.0f} | {tps[n] / tps['generate']:.2f} | {tps[n] / tps['satseq']:.2f} | "
+                             for n in paths}
+        for n in paths:
+            lora = n.startswith("LoRA")
+            g, o = ("LoRA generate", "LoRA satseq") if lora else ("generate", "satseq")
+            print(f"| {k} | {n} | {tps[n]:.0f} | {tps[n] / tps[g]:.2f} | {tps[n] / tps[o]:.2f} | "
                   f"{100 * tps[n] / roof[k]['tok_s']:.0f} % |")
-    print(f"\nvLLM ({'compiled' if a.compile else 'eager'}): first call (engine start + warm-up) "
-          + ", ".join(f"{v:.1f} s {k}" for k, v in starts.items())
-          + f"; full-weight reload into the running engine {result['vllm_reload_s']:.2f} s (median of 3)")
+    print("\nvLLM first call (engine start + warm-up): " + ", ".join(f"{n} {v:.1f} s" for n, v in starts.items())
+          + f"; full-weight reload into a running engine {result['vllm_reload_s']:.2f} s (median of 3)")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rollout_engines.json").write_text(json.dumps(result, indent=1))
+
+
+class _Row:
+    """``generate``'s sampled ids in the shape ``check`` reads."""
+
+    def __init__(self, ids):
+        self.response_ids = ids
+
+
+def cpu_name() -> str:
+    """The CPU's model name, its core count and its widest vector extensions, for the record."""
+    import os
+
+    name, flags, info = "unknown CPU", set(), {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = (x.strip() for x in line.partition(":"))
+            if key == "flags" and not flags:
+                flags = set(value.split())
+            info.setdefault(key, value)
+    except OSError:
+        pass
+    if "model name" in info:
+        name = f"{info['model name']} (family {info.get('cpu family', '?')} model {info.get('model', '?')})"
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    return f"{name}, {os.cpu_count()} cores, " + (" ".join(f for f in wanted if f in flags) or "no AVX2")
+
+
+def decode_gemm_shapes(cfg) -> dict[str, tuple[int, int, int]]:
+    """The GEMMs of one decode step of satseq's fused Llama forward: name → (in, out, calls per step)."""
+    d, L, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
+    hd = d // cfg.num_attention_heads
+    qkv = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * hd
+    return {"qkv": (d, qkv, L), "o": (cfg.num_attention_heads * hd, d, L), "gate_up": (d, 2 * cfg.intermediate_size, L),
+            "down": (cfg.intermediate_size, d, L), "lm_head": (d, V, 1)}
+
+
+def gemm_kernels(dtype, rows: int) -> dict:
+    """Library kernels for ``y = x Wᵀ`` at ``rows`` rows: name → factory(w) returning a call(x). Only those
+    this torch build has for ``dtype``."""
+    import torch
+    import torch.nn.functional as F
+
+    out = {"F.linear": lambda w: (lambda x: F.linear(x, w)),
+           "mm, Wᵀ contiguous": lambda w: (lambda x, wt=w.t().contiguous(): torch.mm(x, wt))}
+    if dtype == torch.float32 and torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight"):
+        out["MKL packed (satseq's decode)"] = lambda w: (
+            lambda x, p=torch.ops.mkl._mkl_reorder_linear_weight(w, rows): torch.ops.mkl._mkl_linear(x, p, w, None, rows))
+    if torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+        def onednn(w):
+            packed = torch.ops.mkldnn._reorder_linear_weight(w, rows)
+            return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
+        out["oneDNN packed"] = onednn
+    return out
+
+
+def kernels(a) -> None:
+    """Each decode GEMM of SmolLM2-135M at B rows through every library kernel, fp32 and bf16, against the
+    roofline of that GEMM (max(FLOPs / GEMM peak, weight bytes / copy bandwidth))."""
+    import torch
+
+    torch.set_num_threads(a.threads)
+    from transformers import AutoConfig
+
+    from satseq.models.loading import load_causal_lm
+
+    cfg = load_causal_lm("smollm2")[0].config if a.config is None else AutoConfig.from_pretrained(a.config)
+    shapes = decode_gemm_shapes(cfg)
+    peaks = {"fp32": gemm_peak(torch.float32), "bf16": gemm_peak(torch.bfloat16)}
+    bw = bandwidth()
+    print(f"{cpu_name()}; threads {a.threads}; {a.rows} rows; GEMM peak fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 "
+          f"{peaks['bf16'] / 1e9:.0f} GFLOP/s; copy bandwidth {bw / 1e9:.1f} GB/s\n")
+    result = {"cpu": cpu_name(), "threads": a.threads, "rows": a.rows, "peak_flops": peaks, "bandwidth": bw, "gemms": {}}
+    print("| precision | GEMM (in → out) × calls per step | roofline | " + " | ".join(
+        ["F.linear", "mm, Wᵀ contiguous", "MKL packed (satseq's decode)", "oneDNN packed"]) + " |\n|---|---|---|---|---|---|---|")
+    for prec, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        step = {}
+        roof_step = 0.0
+        ks = gemm_kernels(dtype, a.rows)
+        for name, (k_in, n_out, calls) in shapes.items():
+            gen = torch.Generator().manual_seed(0)
+            w = (torch.randn(n_out, k_in, generator=gen) * 0.02).to(dtype)
+            x = torch.randn(a.rows, k_in, generator=gen).to(dtype)
+            roof = max(2 * a.rows * k_in * n_out / peaks[prec], w.numel() * w.element_size() / bw)
+            roof_step += roof * calls
+            times = {}
+            for kname, make in ks.items():
+                try:
+                    fn = make(w)
+                    ref = x.float() @ w.float().t()
+                    assert torch.allclose(fn(x).float(), ref, rtol=0.05, atol=0.05), kname
+                except Exception as e:  # noqa: BLE001 - a kernel this build lacks for the dtype
+                    times[kname] = None
+                    print(f"  ({prec} {name}: {kname} unavailable: {type(e).__name__}: {str(e)[:80]})")
+                    continue
+                best = float("inf")
+                for _ in range(a.repeats):
+                    t0 = time.perf_counter()
+                    for _ in range(a.calls):
+                        fn(x)
+                    best = min(best, (time.perf_counter() - t0) / a.calls)
+                times[kname] = best
+                step[kname] = step.get(kname, 0.0) + best * calls
+            result["gemms"][f"{prec} {name}"] = {"in": k_in, "out": n_out, "calls": calls, "roofline_s": roof, "kernels_s": times}
+            cells = " | ".join("–" if times.get(k) is None else f"{1e6 * times[k]:.0f} µs ({100 * roof / times[k]:.0f} %)"
+                               for k in ["F.linear", "mm, Wᵀ contiguous", "MKL packed (satseq's decode)", "oneDNN packed"])
+            print(f"| {prec} | {name} ({k_in} → {n_out}) × {calls} | {1e6 * roof:.0f} µs | {cells} |")
+        best_step = sum(min(t for t in result["gemms"][f"{prec} {n}"]["kernels_s"].values() if t is not None) * c
+                        for n, (_, _, c) in shapes.items())
+        result[f"{prec}_step"] = {"roofline_s": roof_step, "kernels_s": step, "best_per_gemm_s": best_step}
+        print(f"| {prec} | **a decode step's GEMMs** | {1e3 * roof_step:.1f} ms | " + " | ".join(
+            f"{1e3 * step[k]:.1f} ms ({100 * roof_step / step[k]:.0f} %)" if k in step else "–"
+            for k in ["F.linear", "mm, Wᵀ contiguous", "MKL packed (satseq's decode)", "oneDNN packed"])
+              + f" |\n|  | best kernel per GEMM | | {1e3 * best_step:.1f} ms ({100 * roof_step / best_step:.0f} % of the roofline) | | | |")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "decode_gemms.json").write_text(json.dumps(result, indent=1))
+
+
+def stages(a) -> None:
+    """Training stages on each engine: ``satseq train RECIPE rollout.engine=E`` in fresh processes, the
+    engines taking turns round by round; the median stage and rollout times after each run's first stage."""
+    import shutil
+    import subprocess
+    import sys
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(__import__("os").environ, OMP_NUM_THREADS=str(a.threads), SATSEQ_ROLLOUT_CALIBRATION="off")
+    rows: dict[str, list[dict]] = {e: [] for e in a.engines}
+    for r in range(a.rounds):
+        for e in a.engines:
+            run = f"{e}_round{r}"
+            cmd = [sys.executable, "-m", "satseq.cli", "train", a.recipe, f"rollout.engine={e}",
+                   f"rollout.dtype={a.dtype}", f"trainer.num_stages={a.stages}", "trainer.eval_every=0",
+                   "trainer.save_every=0", "trainer.progress=false", f"threads={a.threads}", f"output_dir={out}",
+                   f"run_name={run}", "resume=false", *a.overrides]
+            shutil.rmtree(out / run, ignore_errors=True)
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+            metrics = [json.loads(line) for line in (out / run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+            staged = [m for m in metrics if "time/stage" in m][1:]  # the first stage pays the engine's start
+            rows[e].extend(staged)
+            print(f"round {r + 1}/{a.rounds} {e}: {time.perf_counter() - t0:.0f} s in all; stages after the first "
+                  + ", ".join(f"{m['time/stage']:.1f}" for m in staged) + " s", flush=True)
+    result = {"cpu": cpu_name(), "recipe": a.recipe, "threads": a.threads, "dtype": a.dtype, "overrides": a.overrides,
+              "engines": {}}
+    print(f"\n{cpu_name()}; {a.recipe}, {a.rounds} rounds × {a.stages} stages, {a.threads} threads\n"
+          "| engine | stage (median, p25–p75) | rollout | rest of the stage | generated tokens per stage | × hf stage |\n"
+          "|---|---|---|---|---|---|")
+    med = {}
+    for e, ms in rows.items():
+        st = [m["time/stage"] for m in ms]
+        ro = [m.get("time/rollout", float("nan")) for m in ms]
+        tok = [m.get("rollout/generated_tokens", float("nan")) for m in ms]
+        q = statistics.quantiles(st, n=4) if len(st) > 1 else [st[0]] * 3
+        med[e] = statistics.median(st)
+        result["engines"][e] = {"stage_s": st, "rollout_s": ro, "generated_tokens": tok}
+        base = med.get("hf", med[e])
+        print(f"| {e} | {med[e]:.1f} s ({q[0]:.1f}–{q[2]:.1f}) | {statistics.median(ro):.1f} s | "
+              f"{med[e] - statistics.median(ro):.1f} s | {statistics.median(tok):.0f} | {med[e] / base:.2f} |")
+    (out / "engine_stages.json").write_text(json.dumps(result, indent=1))
 
 
 def profile_rollout(fn, tokens: int) -> None:
@@ -374,10 +595,31 @@ def main(argv=None) -> None:
     e.add_argument("--threads", type=int, default=2)
     e.add_argument("--repeats", type=int, default=3)
     e.add_argument("--out", default="outputs/bench_rollout_engines")
-    e.add_argument("--compile", action="store_true", help="vLLM compiles the model (rollout.vllm.enforce_eager=false)")
+    e.add_argument("--vllm", nargs="+", default=["eager", "compiled"], choices=["eager", "compiled"],
+                   help="vLLM on the base model: eager (rollout.vllm.enforce_eager=true) and/or compiled")
     e.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    e.add_argument("--lora", type=int, default=3, help="LoRA rows: this many r16 agents, one relay turn each (0: none)")
+    e.add_argument("--lora-modes", nargs="+", default=["adapter", "merged"], choices=["adapter", "merged"],
+                   help="vLLM's LoRA rows (rollout.vllm.lora_mode): per-request adapters and/or merged weights per turn")
+    e.add_argument("--kv-cache-gb", type=int, default=1, help="each vLLM engine's KV cache (rollout.vllm.kv_cache_gb)")
+    k = sub.add_parser("kernels", help="SmolLM2-135M's decode GEMMs through each library kernel, against their roofline")
+    k.add_argument("--rows", type=int, default=32)
+    k.add_argument("--threads", type=int, default=2)
+    k.add_argument("--repeats", type=int, default=5)
+    k.add_argument("--calls", type=int, default=20, help="calls per timing (the best timing of --repeats is kept)")
+    k.add_argument("--config", default=None, help="an HF model directory whose shapes to use (default: SmolLM2-135M)")
+    k.add_argument("--out", default="outputs/bench_decode_gemms")
+    g = sub.add_parser("stages", help="training stages of a recipe on each engine (fresh processes, interleaved)")
+    g.add_argument("--recipe", default="recipes/smollm2/sat_seq.yaml")
+    g.add_argument("--engines", nargs="+", default=["hf", "vllm"], choices=["hf", "vllm"])
+    g.add_argument("--stages", type=int, default=4, help="stages per run (the first is dropped)")
+    g.add_argument("--rounds", type=int, default=2)
+    g.add_argument("--threads", type=int, default=2)
+    g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="rollout.dtype of every run")
+    g.add_argument("--out", default="outputs/bench_engine_stages")
+    g.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     a = ap.parse_args(argv)
-    {"tiny": tiny, "roofline": roofline, "engines": engines}[a.bench](a)
+    {"tiny": tiny, "roofline": roofline, "engines": engines, "kernels": kernels, "stages": stages}[a.bench](a)
 
 
 if __name__ == "__main__":

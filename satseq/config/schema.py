@@ -101,13 +101,14 @@ class VllmConfig(Section):
     vLLM settings class: :class:`satseq.rollout.vllm_engine.VLLMEngine` takes this section as it is."""
 
     max_model_len: Optional[int] = Field(None, ge=16, description="the engine's context in tokens (prompt + rollout.max_new_tokens); None = the model's own")
-    kv_cache_gb: float = Field(1.0, gt=0.0, description="CPU: the KV cache vLLM reserves, in GiB (VLLM_CPU_KVCACHE_SPACE)")
+    kv_cache_gb: int = Field(1, ge=1, description="CPU: the KV cache vLLM reserves, in whole GiB (VLLM_CPU_KVCACHE_SPACE, which vLLM reads as an integer)")
     gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0, description="GPU: the share of device memory vLLM takes for weights and KV cache; the trainer needs the rest")
     enforce_eager: bool = Field(True, description="true: no graph compilation (starts in seconds); false: vLLM compiles the model (about 30 s on CPU, once) for faster decoding")
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs one engine spans (tensor parallel)")
     sleep: bool = Field(False, description="GPU: put the engine to sleep (weights offloaded, KV cache freed) between rollout and update, and wake it for the next rollout; ignored on CPU")
     max_loras: Optional[int] = Field(None, ge=1, description="LoRA adapters one batch may mix; None = the number of LoRA agents, at least 4 and at most 8")
     max_lora_rank: Optional[int] = Field(None, ge=1, description="the largest LoRA rank the engine accepts; None = the agents' rank (model.lora.r). On CPU vLLM's LoRA kernels gather each token's adapter at this rank, so their cost grows with it")
+    lora_mode: Literal["auto", "adapter", "merged"] = Field("auto", description="how LoRA agents are served: adapter = one base engine, each agent a per-request adapter (vLLM's LoRA kernels); merged = a full-weight engine loaded with the acting agent's merged weights W + (alpha/r)·B·A whenever the acting agent or its weights change (one reload per agent turn); auto = merged on CPU, where vLLM's LoRA kernels are several times slower than the base model (docs/results.md), adapter on GPU")
 
 
 class RolloutConfig(Section):
@@ -123,6 +124,7 @@ class RolloutConfig(Section):
     vllm: VllmConfig = Field(default_factory=VllmConfig, description="the vLLM engine's settings (rollout.engine=vllm)")
     is_correction: Literal["auto", "token", "sequence", "off"] = Field("auto", description="truncated importance sampling of the engine-vs-trainer mismatch: every advantage is weighted by min(is_cap, pi_trainer/pi_engine), per token or per sequence (product over its tokens); auto = token with rollout.engine=vllm, off with hf (whose fp32 log-probs are the trainer's); SAT-Seq's own c_t is unchanged")
     is_cap: float = Field(2.0, ge=1.0, description="the truncation C of the engine importance weight min(C, pi_trainer/pi_engine)")
+    decode_gemm: Literal["auto", "mkl", "onednn", "torch"] = Field("auto", description="CPU: the kernel of satseq's fused decode GEMMs (rollout.engine=hf): mkl = MKL's packed GEMM (bit-identical to F.linear), onednn = oneDNN's packed linear (equal up to rounding), torch = F.linear; auto = measured with rollout.engine and rollout.dtype (a kernel other than the default, MKL's where the build has it, only where at least 1.1x faster), recorded in run_info.json and kept by a resumed run. A kernel the build lacks for the rollout's dtype decodes through F.linear")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="precision of the rollout: auto = measured with rollout.engine (bfloat16 only where it is at least 1.1x faster than float32 and the trainer is float32; else model.dtype). The trainer re-scores every rollout in model.dtype; a bf16 rollout samples from a slightly different policy, so rollout.is_correction=auto weights it by the truncated ratio (the gap is logged as <agent>/logprob_gap). Which precision is faster depends on the CPU (docs/results.md)")
 
 

@@ -1,4 +1,5 @@
-"""``rollout.engine=auto`` and ``rollout.dtype=auto``: the rollout engine and precision, chosen by measurement.
+"""``rollout.engine=auto``, ``rollout.dtype=auto`` and ``rollout.decode_gemm=auto``: the rollout engine, its
+precision and satseq's decode GEMM kernel, chosen by measurement.
 
 The fastest engine and precision differ by machine: on one 2-core AMD EPYC satseq's engine ran bf16
 2.4x faster than fp32 and vLLM's CPU build beat it, on an Intel Xeon bf16 ran at half the fp32 rate and
@@ -7,19 +8,23 @@ threads, before the first stage:
 
 - candidates: ``hf`` (satseq's engine) always, ``vllm`` when it is installed and the rollouts are
   synchronous (``engine=auto`` only);
-  float32 and, where the trainer is float32, bfloat16 (``dtype=auto`` only);
+  float32 and, where the trainer is float32, bfloat16 (``dtype=auto`` only); for satseq's fused decode on
+  a CPU, each decode GEMM kernel this torch build has in that precision (``decode_gemm=auto`` only:
+  MKL's packed GEMM, oneDNN's packed linear, ``F.linear``; :mod:`satseq.rollout.fused_decode`);
 - on a CPU, a bf16 matmul of the model's MLP shape is timed against fp32 first; where it takes over
   ``SCREEN`` times as long, bf16 is not tried (its speed is recorded as 0): decoding SmolLM2 in bf16 at
   one thread on an AVX2 CPU would spend minutes to find what the matmul shows in milliseconds;
 - each candidate decodes ``rows`` sequences of a ``prompt``-token prompt for ``new`` tokens after a
   warm-up, timed ``reps`` times; its speed is the median, in generated tokens per second;
-- the fastest wins, but bfloat16 and vLLM only when they beat float32 / ``hf`` by ``MARGIN`` (the
-  float32 ``hf`` rollout is the trainer's own forward, exact, and needs no correction). A bfloat16 or
+- the fastest wins, but bfloat16, vLLM and a GEMM kernel other than the default (MKL's where the build
+  has it) only when they beat float32 / ``hf`` / the default kernel by ``MARGIN`` (the float32 ``hf``
+  rollout is the trainer's own forward, exact, and needs no correction; the kernels differ from it by
+  rounding only, so a kernel needs no correction either). A bfloat16 or
   vLLM rollout samples from a slightly different policy than the trainer's, so
   ``rollout.is_correction=auto`` turns the truncated importance weight on for it
   (:mod:`satseq.update.engine_correction`).
 
-The choice is printed, recorded in ``run_info.json`` (``rollout``: engine, dtype, the measured speeds,
+The choice is printed, recorded in ``run_info.json`` (``rollout``: engine, dtype, gemm, the measured speeds,
 where the choice came from) and cached per machine, torch version, device, threads and model shape
 (``<cache>/rollout_choice.json``, the cache root of :func:`satseq.models.gguf.cache_root`). A resumed run
 reuses its recorded choice and never measures again, so it continues what it started.
@@ -53,11 +58,13 @@ class RolloutChoice:
     engine: str
     dtype: str
     source: str  # measured | cached | resumed | fixed (set in the config) | default (calibration off)
-    speeds: dict = field(default_factory=dict)  # "engine/dtype" -> generated tokens per second
+    speeds: dict = field(default_factory=dict)  # "engine/dtype[/gemm]" -> generated tokens per second
+    gemm: str = "auto"  # satseq's decode GEMM kernel (auto: the build's default, as before it was measured)
 
     def line(self) -> str:
         speeds = ", ".join(f"{k} {v:,.0f} tok/s" if v else f"{k} not tried or failed" for k, v in self.speeds.items())
-        return f"[satseq] rollout: {self.engine} in {self.dtype} ({self.source}{'; ' + speeds if speeds else ''})"
+        kernel = f" ({self.gemm} GEMMs)" if self.engine == "hf" and self.gemm != "auto" else ""
+        return f"[satseq] rollout: {self.engine} in {self.dtype}{kernel} ({self.source}{'; ' + speeds if speeds else ''})"
 
 
 def calibration_off() -> bool:
@@ -136,14 +143,15 @@ def bf16_matmul_slowdown(model, device: str, reps: int = 20) -> float:
     return times[torch.bfloat16] / max(times[torch.float32], 1e-9)
 
 
-def measure(engine_name: str, dtype: str, model, tokenizer, device: str, cfg) -> float:
-    """Generated tokens per second of ``engine_name`` in ``dtype`` on ``model``: ``ROWS`` rows, a
-    ``PROMPT``-token prompt, ``NEW`` new tokens (no early stop), median of ``REPS`` after a warm-up."""
+def measure(engine_name: str, dtype: str, model, tokenizer, device: str, cfg, gemm: str = "auto") -> float:
+    """Generated tokens per second of ``engine_name`` in ``dtype`` (satseq's engine: with the decode GEMM
+    kernel ``gemm``) on ``model``: ``ROWS`` rows, a ``PROMPT``-token prompt, ``NEW`` new tokens (no early
+    stop), median of ``REPS`` after a warm-up."""
     from satseq.rollout.engine import make_engine
     from satseq.rollout.types import SamplingParams
 
     engine = make_engine(engine_name, tokenizer, batch_size=ROWS, device=device, fused=cfg.rollout.fused,
-                         dtype=dtype, vllm=cfg.rollout.vllm)
+                         dtype=dtype, vllm=cfg.rollout.vllm, gemm=gemm)
     if hasattr(engine, "eos_ids"):
         engine.eos_ids = set()  # every row runs to NEW tokens
     vocab = int(model.config.vocab_size)
@@ -162,30 +170,51 @@ def measure(engine_name: str, dtype: str, model, tokenizer, device: str, cfg) ->
     return 1.0 / statistics.median(times)
 
 
+def _gemms(cfg, engine: str, dtype: str, device: str) -> list[str]:
+    """The decode GEMM kernels to measure for ``engine`` in ``dtype``: the build's default first."""
+    from satseq.rollout.fused_decode import available_gemms
+
+    r = cfg.rollout
+    if engine != "hf" or r.decode_gemm != "auto":
+        return [r.decode_gemm]
+    if not str(device).startswith("cpu") or not r.fused:
+        return ["auto"]
+    return available_gemms(getattr(torch, dtype), device)
+
+
+def _name(engine: str, dtype: str, gemm: str) -> str:
+    return f"{engine}/{dtype}" + (f"/{gemm}" if gemm != "auto" else "")
+
+
 def choose(cfg, model, tokenizer, device: str, run_dir: Optional[Path] = None,
            measure_fn: Optional[Callable] = None) -> RolloutChoice:
-    """The engine and precision ``auto`` stands for, in this run (see the module docstring)."""
+    """The engine, precision and decode GEMM kernel ``auto`` stands for, in this run (see the module docstring)."""
+    from satseq.rollout.fused_decode import supports
+
     r = cfg.rollout
     model_dtype = cfg.model.dtype
-    if r.engine != "auto" and r.dtype != "auto":
-        return RolloutChoice(r.engine, r.dtype, "fixed")
-    if cfg.resume and run_dir is not None:
-        try:
-            rec = json.loads((Path(run_dir) / "run_info.json").read_text()).get("rollout")
-        except (OSError, ValueError):
-            rec = None
-        if rec:
-            return RolloutChoice(rec["engine"], rec["dtype"], "resumed", rec.get("speeds", {}))
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if calibration_off() or distributed or not hasattr(model, "config"):
-        return default_choice(cfg)
+    gemm_auto = r.decode_gemm == "auto" and r.engine in ("auto", "hf") and str(device).startswith("cpu") \
+        and r.fused and hasattr(model, "config") and supports(model)
     vllm_ok = importlib.util.find_spec("vllm") is not None and cfg.trainer.max_staleness == 0  # async: hf only
     engines = [r.engine] if r.engine != "auto" else ["hf"] + (["vllm"] if vllm_ok else [])
     if r.dtype != "auto":
         dtypes = [r.dtype]
     else:
         dtypes = [model_dtype] + (["bfloat16"] if model_dtype == "float32" else [])
-    candidates = [(e, d) for e in engines for d in dtypes]
+    candidates = [(e, d, g) for e in engines for d in dtypes
+                  for g in (_gemms(cfg, e, d, device) if gemm_auto and e == "hf" else [r.decode_gemm])]
+    if r.engine != "auto" and r.dtype != "auto" and len(candidates) == 1:  # nothing to choose
+        return RolloutChoice(r.engine, r.dtype, "fixed", gemm=r.decode_gemm)
+    if cfg.resume and run_dir is not None:
+        try:
+            rec = json.loads((Path(run_dir) / "run_info.json").read_text()).get("rollout")
+        except (OSError, ValueError):
+            rec = None
+        if rec:
+            return RolloutChoice(rec["engine"], rec["dtype"], "resumed", rec.get("speeds", {}), rec.get("gemm", "auto"))
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if calibration_off() or distributed or not hasattr(model, "config"):
+        return default_choice(cfg)
     key = cache_key(model, device, candidates)
     cached = _read_cache().get(key)
     if cached:
@@ -194,27 +223,28 @@ def choose(cfg, model, tokenizer, device: str, run_dir: Optional[Path] = None,
         speeds = {}
         slow_bf16 = (len(dtypes) > 1 and not str(device).startswith("cuda")
                      and bf16_matmul_slowdown(model, device) > SCREEN)
-        for e, d in candidates:
+        for e, d, g in candidates:
             if slow_bf16 and d == "bfloat16":
-                speeds[f"{e}/{d}"] = 0.0  # screened out: bf16 matmuls plainly slower here
+                speeds[_name(e, d, g)] = 0.0  # screened out: bf16 matmuls plainly slower here
                 continue
             try:
-                speeds[f"{e}/{d}"] = (measure_fn or measure)(e, d, model, tokenizer, device, cfg)
+                speeds[_name(e, d, g)] = (measure_fn or measure)(e, d, model, tokenizer, device, cfg, g)
             except Exception as err:  # a candidate that cannot run here (vLLM on this model, say) is not chosen
-                if (e, d) == candidates[0]:
+                if (e, d, g) == candidates[0]:
                     raise
-                speeds[f"{e}/{d}"] = 0.0
-                print(f"[satseq] rollout calibration: {e} in {d} failed ({type(err).__name__}: "
+                speeds[_name(e, d, g)] = 0.0
+                print(f"[satseq] rollout calibration: {_name(e, d, g)} failed ({type(err).__name__}: "
                       f"{str(err).splitlines()[0] if str(err) else ''}); not a candidate")
         source = "measured"
         _write_cache(key, speeds)
-    base = f"{engines[0]}/{dtypes[0]}"  # hf (or the named engine) in the trainer's dtype: the exact rollout
+    # hf (or the named engine) in the trainer's dtype with the default kernel: the exact rollout
+    base = _name(*candidates[0])
     best = base
     for name, speed in speeds.items():
         if speed >= MARGIN * speeds[base] and speed > speeds[best]:
             best = name
-    engine, dtype = best.split("/")
-    return RolloutChoice(engine, dtype, source, speeds)
+    engine, dtype, *kernel = best.split("/")
+    return RolloutChoice(engine, dtype, source, speeds, kernel[0] if kernel else "auto")
 
 
 def default_choice(cfg) -> RolloutChoice:
@@ -222,7 +252,7 @@ def default_choice(cfg) -> RolloutChoice:
     actors, several torchrun ranks, which must not each choose for themselves)."""
     r = cfg.rollout
     return RolloutChoice("hf" if r.engine == "auto" else r.engine, cfg.model.dtype if r.dtype == "auto" else r.dtype,
-                         "default" if "auto" in (r.engine, r.dtype) else "fixed")
+                         "default" if "auto" in (r.engine, r.dtype, r.decode_gemm) else "fixed", gemm=r.decode_gemm)
 
 
 def resolved_config(cfg, choice: RolloutChoice):
@@ -230,7 +260,7 @@ def resolved_config(cfg, choice: RolloutChoice):
     calibration is off, so such a run is the run it was before ``auto`` existed)."""
     if choice.source == "default":
         return cfg
-    rollout = cfg.rollout.model_copy(update={"engine": choice.engine, "dtype": choice.dtype})
+    rollout = cfg.rollout.model_copy(update={"engine": choice.engine, "dtype": choice.dtype, "decode_gemm": choice.gemm})
     return cfg.model_copy(update={"rollout": rollout})
 
 

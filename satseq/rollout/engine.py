@@ -21,16 +21,17 @@ class RolloutEngine(Protocol):
 
 
 def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "cpu", fused: bool = True,
-                dtype: str = "auto", vllm=None) -> RolloutEngine:
+                dtype: str = "auto", vllm=None, gemm: str = "auto") -> RolloutEngine:
     """``rollout.engine``: ``hf`` (satseq's decode loop) or ``vllm`` (``vllm``: the ``rollout.vllm`` section,
-    a :class:`~satseq.config.schema.VllmConfig` or a dict of its keys; None = its defaults)."""
+    a :class:`~satseq.config.schema.VllmConfig` or a dict of its keys; None = its defaults; ``gemm``:
+    ``rollout.decode_gemm``, satseq's engine only)."""
     from satseq.errors import ConfigError
 
     if name in ("hf", "auto"):  # auto unresolved (satseq.rollout.choice: no measurement) is satseq's engine
         from satseq.rollout.hf_engine import HFEngine
 
         return HFEngine(tokenizer, batch_size=batch_size, device=device, fused=fused,
-                        dtype=None if dtype == "auto" else getattr(torch, dtype))
+                        dtype=None if dtype == "auto" else getattr(torch, dtype), gemm=gemm)
     if name == "vllm":
         from satseq.config.schema import VllmConfig
         from satseq.rollout.vllm_engine import VLLMEngine

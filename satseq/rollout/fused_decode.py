@@ -65,8 +65,9 @@ def _cat_bias(biases, outs, like):
 class FusedWeights:
     """Fused, cast weights of one model state (rebuilt when any parameter changes)."""
 
-    def __init__(self, model, dtype: torch.dtype, pack_rows: int | None = None):
-        """``pack_rows``: the decode batch the packed GEMM weights are laid out for (None: no packing)."""
+    def __init__(self, model, dtype: torch.dtype, pack_rows: int | None = None, gemm: str = "auto"):
+        """``pack_rows``: the decode batch the packed GEMM weights are laid out for (None: no packing);
+        ``gemm``: the decode GEMM kernel (``rollout.decode_gemm``; :func:`resolve_gemm`)."""
         inner = _inner(model)
         cfg = inner.config
         self.dtype = dtype
@@ -75,7 +76,9 @@ class FusedWeights:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.eps = cfg.rms_norm_eps
         self.rotary = inner.model.rotary_emb
-        rows = pack_rows if _mkl_packs(dtype, inner.device) else None
+        kernel = resolve_gemm(gemm, dtype, inner.device)
+        self.gemm = kernel
+        rows = pack_rows if kernel != "torch" else None
         with torch.no_grad():
             self.embed = inner.model.embed_tokens.weight.to(dtype)
             self.layers = []
@@ -88,13 +91,13 @@ class FusedWeights:
                 self.layers.append(dict(
                     ln1=layer.input_layernorm.weight.float(), ln2=layer.post_attention_layernorm.weight.float(),
                     qkv=Lin(w_qkv, _maybe(_cat_bias([b for _, b in qkv], [w.shape[0] for w, _ in qkv], w_qkv), dtype),
-                            rows),
-                    o=Lin(*[_maybe(t, dtype) for t in _linear(att.o_proj)], rows),
+                            rows, kernel),
+                    o=Lin(*[_maybe(t, dtype) for t in _linear(att.o_proj)], rows, kernel),
                     gu=Lin(w_gu, _maybe(_cat_bias([b for _, b in gu], [w.shape[0] for w, _ in gu], w_gu), dtype),
-                           rows),
-                    down=Lin(*[_maybe(t, dtype) for t in _linear(mlp.down_proj)], rows)))
+                           rows, kernel),
+                    down=Lin(*[_maybe(t, dtype) for t in _linear(mlp.down_proj)], rows, kernel)))
             self.norm = inner.model.norm.weight.float()
-            self.head = Lin(*[_maybe(t, dtype) for t in _linear(inner.lm_head)], rows)
+            self.head = Lin(*[_maybe(t, dtype) for t in _linear(inner.lm_head)], rows, kernel)
         self.q_size = self.heads * self.head_dim
         self.kv_size = self.kv_heads * self.head_dim
         self.inter = self.layers[0]["gu"].w.shape[0] // 2
@@ -131,26 +134,84 @@ def _maybe(t, dtype):
     return None if t is None else t.to(dtype)
 
 
+#: decode GEMM kernels (``rollout.decode_gemm``): MKL's packed GEMM, oneDNN's packed linear, ``F.linear``
+GEMMS = ("mkl", "onednn", "torch")
+
+
 def _mkl_packs(dtype: torch.dtype, device) -> bool:
     """Whether MKL's packed-weight GEMM is there: fp32 on a CPU build with MKL (x86 wheels)."""
     return (dtype == torch.float32 and torch.device(device).type == "cpu" and torch.backends.mkl.is_available()
             and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight"))
 
 
-class Lin:
-    """``y = x Wᵀ + b``. Decode calls (few rows) go through MKL's packed GEMM where available: the
-    weight is reordered once for the kernel (``torch.ops.mkl._mkl_reorder_linear_weight``, what
-    inductor's CPU freezing uses), 1.5–1.8× faster than ``F.linear`` at 32 rows on this CPU and
-    bit-identical to it (bench/rollout/throughput.py roofline; tests/test_fused_decode.py)."""
+_ONEDNN: dict[torch.dtype, bool] = {}
 
-    def __init__(self, w: torch.Tensor, b: torch.Tensor | None, pack_rows: int | None):
+
+def _onednn_packs(dtype: torch.dtype, device) -> bool:
+    """Whether oneDNN's packed linear runs here in ``dtype`` (bf16 needs CPU support, e.g. AVX-512 BF16):
+    tried once per dtype on a small weight."""
+    if torch.device(device).type != "cpu" or not torch.backends.mkldnn.is_available() \
+            or not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+        return False
+    if dtype not in _ONEDNN:
+        try:
+            w = torch.zeros(8, 8, dtype=dtype)
+            packed = torch.ops.mkldnn._reorder_linear_weight(w, 2)
+            torch.ops.mkldnn._linear_pointwise(torch.zeros(2, 8, dtype=dtype), packed, None, "none", [], "")
+            _ONEDNN[dtype] = True
+        except (RuntimeError, NotImplementedError):
+            _ONEDNN[dtype] = False
+    return _ONEDNN[dtype]
+
+
+def available_gemms(dtype: torch.dtype, device) -> list[str]:
+    """The decode GEMM kernels this build runs in ``dtype`` on ``device``; the default (what ``auto``
+    is without a measurement) first."""
+    out = (["mkl"] if _mkl_packs(dtype, device) else []) + (["onednn"] if _onednn_packs(dtype, device) else [])
+    return out + ["torch"]
+
+
+def resolve_gemm(gemm: str, dtype: torch.dtype, device) -> str:
+    """``rollout.decode_gemm`` for these weights: ``auto`` = the default of :func:`available_gemms`
+    (MKL's packed GEMM where there is one, as before the setting existed); a kernel this build lacks
+    for ``dtype`` on ``device`` (a GPU: no packing) decodes through ``F.linear``."""
+    avail = available_gemms(dtype, device)
+    if gemm == "auto":
+        return avail[0]
+    if gemm not in GEMMS:
+        raise ValueError(f"unknown decode GEMM kernel {gemm!r} (known: auto, {', '.join(GEMMS)})")
+    return gemm if gemm in avail else "torch"
+
+
+class Lin:
+    """``y = x Wᵀ + b``. Decode calls (few rows) go through a packed-weight kernel, the weight reordered
+    once for it (what inductor's CPU freezing does):
+
+    * ``mkl``: MKL's packed GEMM (``torch.ops.mkl._mkl_reorder_linear_weight`` / ``_mkl_linear``),
+      bit-identical to ``F.linear``; 1.5–1.8× ``F.linear`` at 32 rows on an Intel Xeon;
+    * ``onednn``: oneDNN's packed linear (``torch.ops.mkldnn._reorder_linear_weight`` /
+      ``_linear_pointwise``), equal to ``F.linear`` up to rounding and the same for a row whatever the
+      other rows; 1.4× MKL's packed GEMM over a SmolLM2 rollout on an AMD EPYC (docs/results.md);
+    * ``torch`` (or ``pack_rows`` None): ``F.linear``.
+
+    Prefill calls (many rows) always use ``F.linear`` (tests/test_fused_decode.py; bench/rollout/throughput.py kernels)."""
+
+    def __init__(self, w: torch.Tensor, b: torch.Tensor | None, pack_rows: int | None, kernel: str = "mkl"):
         self.w, self.b = w, b
-        self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, pack_rows) if pack_rows else None
+        self.kernel = kernel if pack_rows else "torch"
         self.rows = pack_rows
+        if self.kernel == "mkl":
+            self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, pack_rows)
+        elif self.kernel == "onednn":
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(w, pack_rows)
+        else:
+            self.packed = None
 
     def __call__(self, x: torch.Tensor, decode: bool = False) -> torch.Tensor:
-        if decode and self.packed is not None:
+        if decode and self.kernel == "mkl":
             return torch.ops.mkl._mkl_linear(x, self.packed, self.w, self.b, self.rows)
+        if decode and self.kernel == "onednn":
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.b, "none", [], "")
         return F.linear(x, self.w, self.b)
 
 
@@ -242,16 +303,16 @@ class WeightCache:
     def __init__(self):
         self._entries: dict[tuple, tuple[tuple, FusedWeights]] = {}
 
-    def get(self, model, dtype: torch.dtype, rows: int | None = None) -> FusedWeights:
+    def get(self, model, dtype: torch.dtype, rows: int | None = None, gemm: str = "auto") -> FusedWeights:
         inner = _inner(model)
         adapters = tuple(getattr(model, "active_adapters", ()) or ()) if hasattr(model, "get_base_model") else ()
-        key = (id(inner), dtype, rows)
+        key = (id(inner), dtype, rows, gemm)
         sig = (adapters, tuple(p._version for p in inner.parameters()),
                tuple(id(p) for p in inner.parameters()))
         hit = self._entries.get(key)
         if hit is not None and hit[0] == sig:
             return hit[1]
         self._entries.clear()
-        fw = FusedWeights(model, dtype, rows)
+        fw = FusedWeights(model, dtype, rows, gemm)
         self._entries[key] = (sig, fw)
         return fw

@@ -139,8 +139,10 @@ class HFEngine:
     the model's forward with a ``DynamicCache``."""
 
     def __init__(self, tokenizer, *, batch_size: int = 128, device: str = "cpu", fused: bool = True,
-                 dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None, gemm: str = "auto"):
+        """``gemm``: the fused decode's GEMM kernel (``rollout.decode_gemm``; :func:`satseq.rollout.fused_decode.resolve_gemm`)."""
         self.tokenizer = tokenizer
+        self.gemm = gemm
         self.batch_size = batch_size
         self.device = torch.device(device)
         self.fused = fused
@@ -164,7 +166,7 @@ class HFEngine:
     def _stepper(self, model, ids, mask, pos, max_new_tokens):
         if self.fused and fused_decode.supports(model):
             dtype = self.dtype or next(model.parameters()).dtype
-            return fused_decode.FusedDecoder(self._weights.get(model, dtype, rows=len(ids)), ids, mask, pos,
+            return fused_decode.FusedDecoder(self._weights.get(model, dtype, rows=len(ids), gemm=self.gemm), ids, mask, pos,
                                              max_new_tokens)
         return _HFStepper(model, ids, mask, pos)
 

@@ -14,11 +14,18 @@ keeps itself in sync with that module:
   cannot be used), then resets the prefix cache, whose KV entries the old weights computed. K full
   agents share one engine, reloaded when the acting agent changes (docs/performance.md measures
   this against one engine per agent).
-* **LoRA agents** (one base, K peft adapters): the engine is started with ``enable_lora`` and each
-  agent is an adapter selected per request (``LoRARequest``). When an adapter's fingerprint changes,
-  its weights are saved (``peft`` ``save_pretrained``, a few MB) and registered under a **new id**;
-  the previous version is removed. The new id also keeps the prefix cache honest: vLLM keys cached
-  blocks by adapter.
+* **LoRA agents** (one base, K peft adapters), two ways (``rollout.vllm.lora_mode``):
+
+  - ``adapter``: the engine is started with ``enable_lora`` and each agent is an adapter selected per
+    request (``LoRARequest``). When an adapter's fingerprint changes, its weights are saved (``peft``
+    ``save_pretrained``, a few MB) and registered under a **new id**; the previous version is removed.
+    The new id also keeps the prefix cache honest: vLLM keys cached blocks by adapter.
+  - ``merged``: the engine is a full-weight engine. Before a call it holds the acting agent's merged
+    weights ``W + (α/r)·B·A`` (peft's ``get_delta_weight``, the same merge satseq's fused decode
+    makes); when the acting agent, its adapter or the base changes, the merged ``state_dict`` is
+    reloaded as for a full model. A relay pays one reload per turn and then decodes at the base
+    model's speed, where vLLM's CPU LoRA kernels are several times slower (docs/results.md).
+  - ``auto`` (the default): ``merged`` on CPU, ``adapter`` on GPU.
 
 A module whose weights did not change is never reloaded, so a rejected SAT-Seq proposal (the
 restore puts back the weights the engine already has, but bumps the version counters) costs one
@@ -74,7 +81,7 @@ def _prepare_environment(settings: VllmConfig, device: str) -> None:
     thread pinning (the trainer shares the cores)."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     if not str(device).startswith("cuda"):
-        os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{settings.kv_cache_gb:g}"
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(settings.kv_cache_gb)
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 
@@ -120,6 +127,36 @@ def _adapters_disabled(model) -> bool:
     return False
 
 
+def merged_state_dict(model) -> dict[str, torch.Tensor]:
+    """A peft model's weights with its active adapter merged in (``W + (α/r)·B·A`` per adapted layer),
+    under the base checkpoint's names; the base alone inside ``disable_adapter()``. Nothing is
+    modified in place."""
+    out = base_state_dict(model)
+    if _adapters_disabled(model):
+        return out
+    inner = model.get_base_model()
+    with torch.no_grad():
+        for name, m in inner.named_modules():
+            if not (hasattr(m, "base_layer") and hasattr(m, "get_delta_weight")) or getattr(m, "merged", False):
+                continue
+            key = f"{name}.weight"
+            for a in m.active_adapters:
+                if a in m.lora_A:
+                    out[key] = out[key] + m.get_delta_weight(a).to(out[key].dtype)
+    return out
+
+
+def _active_adapter(model) -> str:
+    return model.active_adapter if isinstance(model.active_adapter, str) else model.active_adapter[0]
+
+
+def _lora_mode(settings: VllmConfig, device: str) -> str:
+    """``rollout.vllm.lora_mode`` resolved: auto = merged on CPU, adapter on GPU."""
+    if settings.lora_mode != "auto":
+        return settings.lora_mode
+    return "adapter" if str(device).startswith("cuda") else "merged"
+
+
 def _base_params(model):
     return [p for n, p in model.named_parameters() if "lora_" not in n]
 
@@ -131,9 +168,11 @@ def _adapter_params(model, name: str):
 class _Engine:
     """One started ``vllm.LLM`` and what it holds: whose weights, which adapters under which ids."""
 
-    def __init__(self, llm, lora: bool, scratch: Path):
-        self.llm, self.lora, self.scratch = llm, lora, scratch
-        self.loaded: tuple | None = None         # (id(module), fingerprint) of the weights in the engine
+    def __init__(self, llm, lora_mode: Optional[str], scratch: Path):
+        """``lora_mode``: None (full models), ``"adapter"`` or ``"merged"`` (LoRA agents)."""
+        self.llm, self.lora_mode, self.scratch = llm, lora_mode, scratch
+        self.lora = lora_mode == "adapter"       # started with enable_lora
+        self.loaded: tuple | None = None         # (id(module), fingerprint[, agent, adapter fingerprint]) in the engine
         self.adapters: dict[str, tuple] = {}     # agent -> (lora id, fingerprint, adapter dir)
         self.ids = itertools.count(1)
         self.reloads = 0
@@ -182,6 +221,7 @@ class VLLMEngine:
     # ------------------------------------------------------------------ starting
     def _start(self, model) -> _Engine:
         lora = is_peft(model)
+        lora_mode = _lora_mode(self.settings, self.device) if lora else None
         base = model.get_base_model() if lora else model
         config = base.config
         arch = (getattr(config, "architectures", None) or [type(base).__name__])[0]
@@ -191,11 +231,11 @@ class VLLMEngine:
         max_len = self.settings.max_model_len or context
         rank = max((c.r for c in model.peft_config.values()), default=8) if lora else None
         n_adapters = len(model.peft_config) if lora else 0
-        max_loras = (self.settings.max_loras or min(max(n_adapters, 4), 8)) if lora else 0
-        if lora and n_adapters > max_loras:
+        max_loras = (self.settings.max_loras or min(max(n_adapters, 4), 8)) if lora_mode == "adapter" else 0
+        if lora_mode == "adapter" and n_adapters > max_loras:
             raise ConfigError(f"rollout.vllm.max_loras={max_loras} is below the run's {n_adapters} LoRA agents; "
                               f"raise it to {n_adapters}")
-        key = json.dumps({"config": config.to_dict(), "dtype": dtype, "len": max_len, "lora": lora,
+        key = json.dumps({"config": config.to_dict(), "dtype": dtype, "len": max_len, "lora": lora_mode,
                           "rank": rank, "max_loras": max_loras, "settings": self.settings.model_dump()}, sort_keys=True,
                          default=str)
         if key in _ENGINES:
@@ -216,7 +256,7 @@ class VLLMEngine:
         if self.device.startswith("cuda"):
             kwargs["gpu_memory_utilization"] = self.settings.gpu_memory_utilization
             kwargs["enable_sleep_mode"] = self.settings.sleep
-        if lora:
+        if lora_mode == "adapter":
             kwargs.update(enable_lora=True, max_loras=max_loras, max_lora_rank=_lora_rank(max(self.settings.max_lora_rank or 0, rank)))
         threads = torch.get_num_threads()
         try:
@@ -231,7 +271,7 @@ class VLLMEngine:
                     torch.set_num_threads(threads)
                 except RuntimeError:
                     pass
-        eng = _Engine(llm, lora, scratch)
+        eng = _Engine(llm, lora_mode, scratch)
         _ENGINES[key] = eng
         return eng
 
@@ -267,19 +307,23 @@ class VLLMEngine:
         if self._engine is None:
             self._engine = self._start(model)
         eng = self._engine
-        if is_peft(model) != eng.lora:
+        if is_peft(model) != (eng.lora_mode is not None):
             raise ConfigError("rollout.engine=vllm: one engine serves either full models or LoRA agents, "
                               "not both in one run")
-        base_fp = (id(model), _fingerprint(_base_params(model)))
-        if eng.loaded != base_fp:
-            weights = list(base_state_dict(model).items())
+        held_fp = (id(model), _fingerprint(_base_params(model)))
+        merged = eng.lora_mode == "merged"
+        if merged:  # the acting agent (None: the base, inside disable_adapter()) and its adapter's version
+            agent = None if _adapters_disabled(model) else _active_adapter(model)
+            held_fp += (agent, None if agent is None else _fingerprint(_adapter_params(model, agent)))
+        if eng.loaded != held_fp:
+            weights = list((merged_state_dict(model) if merged else base_state_dict(model)).items())
             eng.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
             eng.llm.reset_prefix_cache()
-            eng.loaded = base_fp
+            eng.loaded = held_fp
             eng.reloads += 1
         if not eng.lora or _adapters_disabled(model):  # a LoRA pool's reference policy: the base alone
             return None
-        name = model.active_adapter if isinstance(model.active_adapter, str) else model.active_adapter[0]
+        name = _active_adapter(model)
         fp = _fingerprint(_adapter_params(model, name))
         held = eng.adapters.get(name)
         if held is None or held[1] != fp:
