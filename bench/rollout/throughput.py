@@ -75,16 +75,23 @@ if TYPE_CHECKING:  # torch is imported where it is used: --help stays fast
 
 
 def gemm_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
-    """Best FLOP/s of an n×n×n matmul."""
+    """Best FLOP/s of an n×n×n product, through ``torch.matmul`` and through ``F.linear`` (the two can
+    take different library paths: on an AVX2 CPU without bf16 instructions, bf16 ``matmul`` ran at about
+    1 GFLOP/s and bf16 ``F.linear`` at about 17). A path whose first call takes over 2 s is timed once."""
     import torch
+    import torch.nn.functional as F
 
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    torch.matmul(a, b)
     best = float("inf")
-    for _ in range(repeats):
+    for fn in (lambda: torch.matmul(a, b), lambda: F.linear(a, b)):
         t0 = time.perf_counter()
-        torch.matmul(a, b)
-        best = min(best, time.perf_counter() - t0)
+        fn()
+        first = time.perf_counter() - t0
+        best = min(best, first)
+        for _ in range(repeats if first < 2.0 else 0):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
     return 2 * n ** 3 / best
 
 
@@ -201,7 +208,7 @@ def roofline(a) -> None:
         print(f"roofline {k}: B{a.batch} × {a.tokens}: {r['total_s']:.2f} s ({r['tok_s']:.0f} tok/s; prefill "
               f"{r['prefill_s']:.2f} s)")
 
-    eng = HFEngine(tok, batch_size=a.batch)
+    eng = HFEngine(tok, batch_size=a.batch, gemm=a.gemm)
     eng.eos_ids = set()  # exactly T tokens, like min_new_tokens below
     sp = SamplingParams(max_new_tokens=a.tokens)
 
@@ -237,7 +244,7 @@ def roofline(a) -> None:
         from satseq.rollout.fused_decode import FusedWeights
 
         t0 = time.perf_counter()  # what every timed satseq call above paid once (the models alternate)
-        FusedWeights(models["fp32"], torch.float32, a.batch)
+        FusedWeights(models["fp32"], torch.float32, a.batch, a.gemm)
         print(f"building the fused, packed fp32 weights: {time.perf_counter() - t0:.2f} s per rollout after an update")
         profile_rollout(lambda: ours(models["fp32"]), a.batch * a.tokens)
     out = Path(a.out)
@@ -284,8 +291,12 @@ def engines(a) -> None:
           f"{a.threads}; prompts padded to {P} tokens; roofline fp32 {roof['fp32']['tok_s']:.0f} tok/s, bf16 "
           f"{roof['bf16']['tok_s']:.0f} tok/s; LoRA rows: {a.lora} agents, one turn each", flush=True)
 
-    ours = HFEngine(tok, batch_size=a.batch)
-    ours.eos_ids = set()  # exactly T tokens
+    from satseq.rollout.fused_decode import available_gemms
+
+    ours = {}  # decode GEMM kernel -> satseq's engine
+    for g in a.gemms:
+        ours[g] = HFEngine(tok, batch_size=a.batch, gemm=g)
+        ours[g].eos_ids = set()  # exactly T tokens
     sp = SamplingParams(max_new_tokens=a.tokens)
     dtype_name = {"fp32": "float32", "bf16": "bfloat16"}
     vllm = {}  # (precision, variant) -> engine; variant: eager / compiled, and for LoRA adapter / merged
@@ -312,8 +323,13 @@ def engines(a) -> None:
                 check(gen(pools[k].module(name), k))
         return run
 
-    def satseq_gen(m, k):
-        return ours.generate(m, prompts, sp, torch.Generator().manual_seed(0))
+    def satseq_gen(gemm):
+        def gen(m, k):
+            return ours[gemm].generate(m, prompts, sp, torch.Generator().manual_seed(0))
+        return gen
+
+    def only(prec_gemms, fn):  # a kernel this build lacks in a precision: that row is skipped there
+        return lambda k: fn(k) if prec_gemms(k) else None
 
     def vllm_gen(variant):
         def gen(m, k):
@@ -329,11 +345,12 @@ def engines(a) -> None:
                              min_new_tokens=a.tokens, pad_token_id=tok.pad_token_id, top_k=0, top_p=1.0)
         return [_Row(r) for r in out[:, P:].tolist()]
 
-    paths = {"satseq": base_path(satseq_gen)}
+    has = {(k, g): g in available_gemms(getattr(torch, dtype_name[k]), "cpu") for k in models for g in a.gemms}
+    paths = {f"satseq {g}": only(lambda k, g=g: has[(k, g)], base_path(satseq_gen(g))) for g in a.gemms}
     paths.update({f"vllm {mode}": base_path(vllm_gen(mode)) for mode in a.vllm})
     paths["generate"] = base_path(generate_gen)
     if agents:
-        paths["LoRA satseq"] = lora_path(satseq_gen)
+        paths.update({f"LoRA satseq {g}": only(lambda k, g=g: has[(k, g)], lora_path(satseq_gen(g))) for g in a.gemms})
         paths.update({f"LoRA vllm {m}": lora_path(vllm_gen(f"lora-{m}")) for m in a.lora_modes})
         paths["LoRA generate"] = lora_path(generate_gen)
     starts = {}
@@ -369,13 +386,15 @@ def engines(a) -> None:
               "vllm_first_call_s": starts, "vllm_reload_s": statistics.median(reload_s), "runs": {}}
     print("\n| precision | path | tok/s | × generate | × satseq | share of roofline |\n|---|---|---|---|---|---|")
     for k in models:
-        med = {n: statistics.median(runs[(k, n)]) for n in paths}
-        tps = {n: a.batch * a.tokens * (len(agents) if n.startswith("LoRA") else 1) / med[n] for n in paths}
+        live = [n for n in paths if not (n.split()[-1] in a.gemms and "satseq" in n and not has[(k, n.split()[-1])])]
+        med = {n: statistics.median(runs[(k, n)]) for n in live}
+        tps = {n: a.batch * a.tokens * (len(agents) if n.startswith("LoRA") else 1) / med[n] for n in live}
         result["runs"][k] = {n: {"seconds": runs[(k, n)], "tok_s": tps[n], "share_of_roofline": tps[n] / roof[k]["tok_s"]}
-                             for n in paths}
-        for n in paths:
+                             for n in live}
+        for n in live:
             lora = n.startswith("LoRA")
-            g, o = ("LoRA generate", "LoRA satseq") if lora else ("generate", "satseq")
+            g = "LoRA generate" if lora else "generate"
+            o = next(m for m in live if m.startswith("LoRA satseq" if lora else "satseq"))
             print(f"| {k} | {n} | {tps[n]:.0f} | {tps[n] / tps[g]:.2f} | {tps[n] / tps[o]:.2f} | "
                   f"{100 * tps[n] / roof[k]['tok_s']:.0f} % |")
     print("\nvLLM first call (engine start + warm-up): " + ", ".join(f"{n} {v:.1f} s" for n, v in starts.items())
@@ -456,47 +475,54 @@ def kernels(a) -> None:
     print(f"{cpu_name()}; threads {a.threads}; {a.rows} rows; GEMM peak fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 "
           f"{peaks['bf16'] / 1e9:.0f} GFLOP/s; copy bandwidth {bw / 1e9:.1f} GB/s\n")
     result = {"cpu": cpu_name(), "threads": a.threads, "rows": a.rows, "peak_flops": peaks, "bandwidth": bw, "gemms": {}}
-    print("| precision | GEMM (in → out) × calls per step | roofline | " + " | ".join(
-        ["F.linear", "mm, Wᵀ contiguous", "MKL packed (satseq's decode)", "oneDNN packed"]) + " |\n|---|---|---|---|---|---|---|")
+    names = ["F.linear", "mm, Wᵀ contiguous", "MKL packed (satseq's decode)", "oneDNN packed"]
+    print("| precision | GEMM (in → out) × calls per step | roofline | " + " | ".join(names) + " |\n|---|---|---|---|---|---|---|")
     for prec, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        step = {}
-        roof_step = 0.0
         ks = gemm_kernels(dtype, a.rows)
+        timed = {}
         for name, (k_in, n_out, calls) in shapes.items():
             gen = torch.Generator().manual_seed(0)
             w = (torch.randn(n_out, k_in, generator=gen) * 0.02).to(dtype)
             x = torch.randn(a.rows, k_in, generator=gen).to(dtype)
-            roof = max(2 * a.rows * k_in * n_out / peaks[prec], w.numel() * w.element_size() / bw)
-            roof_step += roof * calls
             times = {}
             for kname, make in ks.items():
                 try:
                     fn = make(w)
-                    ref = x.float() @ w.float().t()
-                    assert torch.allclose(fn(x).float(), ref, rtol=0.05, atol=0.05), kname
-                except Exception as e:  # noqa: BLE001 - a kernel this build lacks for the dtype
+                    t0 = time.perf_counter()
+                    y = fn(x)
+                    first = time.perf_counter() - t0
+                    assert torch.allclose(y.float(), x.float() @ w.float().t(), rtol=0.05, atol=0.05), kname
+                except (RuntimeError, NotImplementedError) as e:  # a kernel this build lacks for the dtype
                     times[kname] = None
-                    print(f"  ({prec} {name}: {kname} unavailable: {type(e).__name__}: {str(e)[:80]})")
+                    print(f"  ({prec} {name}: {kname} unavailable: {type(e).__name__}: {str(e).splitlines()[0][:90]})")
                     continue
-                best = float("inf")
-                for _ in range(a.repeats):
+                best = first  # a call over 0.5 s is timed once
+                for _ in range(a.repeats if first < 0.5 else 0):
                     t0 = time.perf_counter()
                     for _ in range(a.calls):
                         fn(x)
                     best = min(best, (time.perf_counter() - t0) / a.calls)
                 times[kname] = best
-                step[kname] = step.get(kname, 0.0) + best * calls
+            timed[name] = (k_in, n_out, calls, times, w.element_size())
+        # the roofline's peak: the large GEMM's, or the fastest rate a decode GEMM reached if that is higher
+        peak = max([peaks[prec]] + [2 * a.rows * k * n / t for k, n, _, ts, _ in timed.values() for t in ts.values() if t])
+        result[f"{prec}_peak_flops"] = peak
+        step, roof_step, best_step = {}, 0.0, 0.0
+        for name, (k_in, n_out, calls, times, size) in timed.items():
+            roof = max(2 * a.rows * k_in * n_out / peak, k_in * n_out * size / bw)
+            roof_step += roof * calls
+            best_step += min(t for t in times.values() if t) * calls
+            for kname, t in times.items():
+                if t:
+                    step[kname] = step.get(kname, 0.0) + t * calls
             result["gemms"][f"{prec} {name}"] = {"in": k_in, "out": n_out, "calls": calls, "roofline_s": roof, "kernels_s": times}
-            cells = " | ".join("–" if times.get(k) is None else f"{1e6 * times[k]:.0f} µs ({100 * roof / times[k]:.0f} %)"
-                               for k in ["F.linear", "mm, Wᵀ contiguous", "MKL packed (satseq's decode)", "oneDNN packed"])
+            cells = " | ".join("–" if not times.get(k) else f"{1e6 * times[k]:.0f} µs ({100 * roof / times[k]:.0f} %)" for k in names)
             print(f"| {prec} | {name} ({k_in} → {n_out}) × {calls} | {1e6 * roof:.0f} µs | {cells} |")
-        best_step = sum(min(t for t in result["gemms"][f"{prec} {n}"]["kernels_s"].values() if t is not None) * c
-                        for n, (_, _, c) in shapes.items())
         result[f"{prec}_step"] = {"roofline_s": roof_step, "kernels_s": step, "best_per_gemm_s": best_step}
         print(f"| {prec} | **a decode step's GEMMs** | {1e3 * roof_step:.1f} ms | " + " | ".join(
-            f"{1e3 * step[k]:.1f} ms ({100 * roof_step / step[k]:.0f} %)" if k in step else "–"
-            for k in ["F.linear", "mm, Wᵀ contiguous", "MKL packed (satseq's decode)", "oneDNN packed"])
-              + f" |\n|  | best kernel per GEMM | | {1e3 * best_step:.1f} ms ({100 * roof_step / best_step:.0f} % of the roofline) | | | |")
+            f"{1e3 * step[k]:.1f} ms ({100 * roof_step / step[k]:.0f} %)" if k in step else "–" for k in names)
+              + f" |\n| {prec} | best kernel per GEMM | | {1e3 * best_step:.1f} ms ({100 * roof_step / best_step:.0f} % of the "
+              f"roofline; peak {peak / 1e9:.0f} GFLOP/s) | | | |")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "decode_gemms.json").write_text(json.dumps(result, indent=1))
@@ -511,7 +537,7 @@ def stages(a) -> None:
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(__import__("os").environ, OMP_NUM_THREADS=str(a.threads), SATSEQ_ROLLOUT_CALIBRATION="off")
+    env = dict(__import__("os").environ, OMP_NUM_THREADS=str(a.threads))  # rollout.decode_gemm=auto: measured per run
     rows: dict[str, list[dict]] = {e: [] for e in a.engines}
     for r in range(a.rounds):
         for e in a.engines:
@@ -526,7 +552,9 @@ def stages(a) -> None:
             metrics = [json.loads(line) for line in (out / run / "metrics.jsonl").read_text().splitlines() if line.strip()]
             staged = [m for m in metrics if "time/stage" in m][1:]  # the first stage pays the engine's start
             rows[e].extend(staged)
-            print(f"round {r + 1}/{a.rounds} {e}: {time.perf_counter() - t0:.0f} s in all; stages after the first "
+            choice = json.loads((out / run / "run_info.json").read_text()).get("rollout") or {}
+            print(f"round {r + 1}/{a.rounds} {e} ({choice.get('dtype')}, decode GEMMs {choice.get('gemm', 'auto')}): "
+                  f"{time.perf_counter() - t0:.0f} s in all; stages after the first "
                   + ", ".join(f"{m['time/stage']:.1f}" for m in staged) + " s", flush=True)
     result = {"cpu": cpu_name(), "recipe": a.recipe, "threads": a.threads, "dtype": a.dtype, "overrides": a.overrides,
               "engines": {}}
@@ -586,6 +614,8 @@ def main(argv=None) -> None:
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--out", default="outputs/bench_roofline")
+    r.add_argument("--gemm", default="auto", choices=["auto", "mkl", "onednn", "torch"],
+                   help="satseq's decode GEMM kernel (rollout.decode_gemm; auto = the build's default, MKL's packed GEMM)")
     r.add_argument("--profile", action="store_true",
                    help="also print where one fp32 satseq rollout spends its time (torch.profiler, by operator)")
     e = sub.add_parser("engines", help="SmolLM2-135M: satseq's engine, vLLM and generate (the venv with vLLM)")
@@ -601,6 +631,9 @@ def main(argv=None) -> None:
     e.add_argument("--lora", type=int, default=3, help="LoRA rows: this many r16 agents, one relay turn each (0: none)")
     e.add_argument("--lora-modes", nargs="+", default=["adapter", "merged"], choices=["adapter", "merged"],
                    help="vLLM's LoRA rows (rollout.vllm.lora_mode): per-request adapters and/or merged weights per turn")
+    e.add_argument("--gemms", nargs="+", default=["mkl", "onednn", "torch"], choices=["mkl", "onednn", "torch"],
+                   help="satseq's decode GEMM kernels (rollout.decode_gemm), one row each where the build has it; "
+                        "'× satseq' is against the first that runs in that precision")
     e.add_argument("--kv-cache-gb", type=int, default=1, help="each vLLM engine's KV cache (rollout.vllm.kv_cache_gb)")
     k = sub.add_parser("kernels", help="SmolLM2-135M's decode GEMMs through each library kernel, against their roofline")
     k.add_argument("--rows", type=int, default=32)

@@ -73,10 +73,10 @@ class Settings:
     eval_samples: int = 2
     steps: int = 6
     extra: dict = field(default_factory=dict)  # extra satseq keys that select the task (not training settings)
-    engine: str = "hf"              # satseq's rollout.engine (TRL generates with transformers' generate)
+    engine: str = "auto"            # satseq's rollout.engine (TRL generates with transformers' generate)
 
 
-def case_settings(case: str, model: str, steps: int = 6, engine: str = "hf") -> Settings:
+def case_settings(case: str, model: str, steps: int = 6, engine: str = "auto") -> Settings:
     if case == "tiny":  # the embedded warm start, full fine-tuning, the quickstart's lr and tokens
         return Settings(case, model, lr=3e-5, max_new_tokens=48, steps=steps, eval_problems=200, eval_samples=4,
                         engine=engine)
@@ -98,7 +98,9 @@ def satseq_overrides(s: Settings, *, seed: int, output_dir: str, run_name: str) 
          "rollout.max_new_tokens": s.max_new_tokens, "rollout.temperature": s.temperature, "rollout.top_p": 1.0,
          "rollout.stop": list(s.stop), "rollout.batch_size": max(128, per_step),
          "rollout.engine": s.engine,
-         "rollout.fused": True, "rollout.dtype": "float32",  # satseq's engine (its default), fp32 like TRL's generate
+         # auto: satseq's defaults, engine, precision and decode kernel measured on this machine (fp32 here, like
+         # TRL's generate; the choice is in each run's run_info.json); hf / vllm: that engine in fp32
+         "rollout.fused": True, "rollout.dtype": "auto" if s.engine == "auto" else "float32",
          "grpo.loss": "grpo", "grpo.group_size": s.group_size, "ppo.lr": s.lr, "ppo.ppo_epochs": 1,
          "ppo.mini_batch_size": per_step, "ppo.kl_coef": 0.0, "ppo.epsilon_low": s.clip, "ppo.epsilon_high": s.clip,
          "ppo.loss_agg_mode": "seq-mean-token-mean", "grpo.adv_estimator": "grpo", "grpo.dynamic_sampling": False,
@@ -288,14 +290,15 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=2, help="satseq/TRL run pairs, interleaved")
     ap.add_argument("--out", default="/tmp/vs_trl")
     ap.add_argument("--no-warm-eval", action="store_true", help="skip the warm start's held-out accuracy")
-    ap.add_argument("--engine", choices=["hf", "vllm"], default="hf",
-                    help="satseq's rollout.engine (vllm: run with .venv-vllm's python; results in OUT/<case>_vllm)")
+    ap.add_argument("--engine", choices=["auto", "hf", "vllm"], default="auto",
+                    help="satseq's rollout.engine (auto: satseq's defaults, measured; vllm: run with .venv-vllm's "
+                         "python; results in OUT/<case>_<engine> for hf and vllm)")
     args = ap.parse_args(argv)
     require_trl()
     from satseq.utils.io import write_json
 
     for case in (["tiny", "smollm2"] if args.case == "both" else [args.case]):
-        out = Path(args.out) / (case if args.engine == "hf" else f"{case}_{args.engine}")
+        out = Path(args.out) / (case if args.engine == "auto" else f"{case}_{args.engine}")
         out.mkdir(parents=True, exist_ok=True)
         s = case_settings(case, str(prepare_model(case, Path(args.out))), args.steps, args.engine)
         sat, trl, lora = satseq_overrides(s, seed=0, output_dir="-", run_name="-"), trl_config(s, seed=0, output_dir="-"), lora_kwargs(s)

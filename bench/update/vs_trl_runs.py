@@ -96,7 +96,11 @@ def run_satseq(s: Settings, seed: int, out: Path) -> dict:
     name = f"satseq_s{seed}"
     res = train(None, satseq_overrides(s, seed=seed, output_dir=str(out), run_name=name), console=lambda *a, **k: None)
     rows = res.metrics
-    agents = json.loads((res.run_dir / "run_info.json").read_text())["agents"]
+    info = json.loads((res.run_dir / "run_info.json").read_text())
+    agents = info["agents"]
+    rollout = info.get("rollout") or {}
+    print(f"[vs_trl] satseq seed {seed}: rollout {rollout.get('engine')} in {rollout.get('dtype')}, decode GEMMs "
+          f"{rollout.get('gemm', 'auto')} ({rollout.get('source')}; {rollout.get('speeds')})", flush=True)
     _, dirs = latest_agent_checkpoints(res.run_dir, agents)
     if s.lora is not None:
         from peft import PeftModel
@@ -107,7 +111,7 @@ def run_satseq(s: Settings, seed: int, out: Path) -> dict:
         policy, tok = load_causal_lm(str(dirs[agents[0]]))
     cfg, method, _, held_out = task(s, seed, str(out), name)
     return {"step_times": [r["time/stage"] for r in rows], "rollout_times": [r["time/rollout"] for r in rows],
-            "train_acc": [r["rollout/vote_accuracy"] for r in rows],
+            "train_acc": [r["rollout/vote_accuracy"] for r in rows], "rollout_choice": rollout,
             "eval_per_problem": evaluate(policy, tok, prompt_format(cfg, method, policy, tok), s, held_out, seed)}
 
 
