@@ -273,7 +273,7 @@ def engines(a) -> None:
     models = {k: model32 if k == "fp32" else _cast(model32, torch.bfloat16) for k in a.precisions}
     agents = [f"agent_{i + 1}" for i in range(a.lora)]
     pools = {}
-    for k in models if agents else ():  # K LoRA r16 agents on a copy of each base, adapters moved off zero
+    for k in [k for k in models if k in a.lora_precisions] if agents else ():  # K LoRA r16 agents on a copy of each base
         pools[k] = AgentPool.lora(agents, _cast(models[k], models[k].dtype), tok, r=16, alpha=32, dropout=0.0)
         gen = torch.Generator().manual_seed(0)
         with torch.no_grad():
@@ -304,7 +304,7 @@ def engines(a) -> None:
         for mode in a.vllm:
             vllm[(k, mode)] = VLLMEngine(tok, settings=VllmConfig(enforce_eager=mode == "eager", kv_cache_gb=a.kv_cache_gb),
                                          dtype=dtype_name[k])
-        for lora_mode in a.lora_modes if agents else ():
+        for lora_mode in a.lora_modes if agents and k in a.lora_precisions else ():
             vllm[(k, f"lora-{lora_mode}")] = VLLMEngine(
                 tok, settings=VllmConfig(enforce_eager=True, kv_cache_gb=a.kv_cache_gb, lora_mode=lora_mode),
                 dtype=dtype_name[k])
@@ -319,6 +319,8 @@ def engines(a) -> None:
 
     def lora_path(gen):  # a relay: each agent takes one turn on the batch (the acting agent changes every call)
         def run(k):
+            if k not in pools:
+                return
             for name in agents:
                 check(gen(pools[k].module(name), k))
         return run
@@ -345,12 +347,13 @@ def engines(a) -> None:
                              min_new_tokens=a.tokens, pad_token_id=tok.pad_token_id, top_k=0, top_p=1.0)
         return [_Row(r) for r in out[:, P:].tolist()]
 
-    has = {(k, g): g in available_gemms(getattr(torch, dtype_name[k]), "cpu") for k in models for g in a.gemms}
+    has = {(k, g): g in available_gemms(getattr(torch, dtype_name[k]), "cpu") for k in models for g in ("mkl", "onednn", "torch")}
     paths = {f"satseq {g}": only(lambda k, g=g: has[(k, g)], base_path(satseq_gen(g))) for g in a.gemms}
     paths.update({f"vllm {mode}": base_path(vllm_gen(mode)) for mode in a.vllm})
     paths["generate"] = base_path(generate_gen)
     if agents:
-        paths.update({f"LoRA satseq {g}": only(lambda k, g=g: has[(k, g)], lora_path(satseq_gen(g))) for g in a.gemms})
+        paths.update({f"LoRA satseq {g}": only(lambda k, g=g: has[(k, g)], lora_path(satseq_gen(g)))
+                      for g in a.lora_gemms or a.gemms})
         paths.update({f"LoRA vllm {m}": lora_path(vllm_gen(f"lora-{m}")) for m in a.lora_modes})
         paths["LoRA generate"] = lora_path(generate_gen)
     starts = {}
@@ -386,7 +389,8 @@ def engines(a) -> None:
               "vllm_first_call_s": starts, "vllm_reload_s": statistics.median(reload_s), "runs": {}}
     print("\n| precision | path | tok/s | × generate | × satseq | share of roofline |\n|---|---|---|---|---|---|")
     for k in models:
-        live = [n for n in paths if not (n.split()[-1] in a.gemms and "satseq" in n and not has[(k, n.split()[-1])])]
+        live = [n for n in paths if not (n.split()[-1] in a.gemms and "satseq" in n and not has[(k, n.split()[-1])])
+                and not (n.startswith("LoRA") and k not in pools)]
         med = {n: statistics.median(runs[(k, n)]) for n in live}
         tps = {n: a.batch * a.tokens * (len(agents) if n.startswith("LoRA") else 1) / med[n] for n in live}
         result["runs"][k] = {n: {"seconds": runs[(k, n)], "tok_s": tps[n], "share_of_roofline": tps[n] / roof[k]["tok_s"]}
@@ -634,6 +638,10 @@ def main(argv=None) -> None:
     e.add_argument("--gemms", nargs="+", default=["mkl", "onednn", "torch"], choices=["mkl", "onednn", "torch"],
                    help="satseq's decode GEMM kernels (rollout.decode_gemm), one row each where the build has it; "
                         "'× satseq' is against the first that runs in that precision")
+    e.add_argument("--lora-precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"],
+                   help="the precisions with LoRA rows")
+    e.add_argument("--lora-gemms", nargs="+", default=None, choices=["mkl", "onednn", "torch"],
+                   help="satseq's decode GEMM kernels in the LoRA rows (default: --gemms)")
     e.add_argument("--kv-cache-gb", type=int, default=1, help="each vLLM engine's KV cache (rollout.vllm.kv_cache_gb)")
     k = sub.add_parser("kernels", help="SmolLM2-135M's decode GEMMs through each library kernel, against their roofline")
     k.add_argument("--rows", type=int, default=32)
