@@ -361,7 +361,7 @@ def engines(a) -> None:
         for name, fn in paths.items():
             t0 = time.perf_counter()
             fn(k)
-            if "vllm" in name:
+            if "vllm" in name and not (name.startswith("LoRA") and k not in pools):
                 starts[f"{name} {k}"] = time.perf_counter() - t0
             print(f"warm-up {k} {name}: {time.perf_counter() - t0:.1f} s", flush=True)
     runs = {(k, n): [] for k in models for n in paths}
@@ -546,6 +546,11 @@ def stages(a) -> None:
     for r in range(a.rounds):
         for e in a.engines:
             run = f"{e}_round{r}"
+            if a.report:  # the table of the runs already in --out, nothing run
+                if (out / run / "metrics.jsonl").is_file():
+                    metrics = [json.loads(x) for x in (out / run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+                    rows[e].extend([m for m in metrics if "time/stage" in m][1:])
+                continue
             cmd = [sys.executable, "-m", "satseq.cli", "train", a.recipe, f"rollout.engine={e}",
                    f"rollout.dtype={a.dtype}", f"trainer.num_stages={a.stages}", "trainer.eval_every=0",
                    "trainer.save_every=0", "trainer.progress=false", f"threads={a.threads}", f"output_dir={out}",
@@ -567,6 +572,8 @@ def stages(a) -> None:
           "|---|---|---|---|---|---|")
     med = {}
     for e, ms in rows.items():
+        if not ms:
+            continue
         st = [m["time/stage"] for m in ms]
         ro = [m.get("time/rollout", float("nan")) for m in ms]
         tok = [m.get("rollout/generated_tokens", float("nan")) for m in ms]
@@ -658,6 +665,7 @@ def main(argv=None) -> None:
     g.add_argument("--threads", type=int, default=2)
     g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="rollout.dtype of every run")
     g.add_argument("--out", default="outputs/bench_engine_stages")
+    g.add_argument("--report", action="store_true", help="only the table of the runs already in --out (an interrupted bench)")
     g.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     a = ap.parse_args(argv)
     {"tiny": tiny, "roofline": roofline, "engines": engines, "kernels": kernels, "stages": stages}[a.bench](a)
