@@ -180,8 +180,6 @@ def test_the_decode_gemm_kernel_is_measured_recorded_and_kept_on_resume(tiny_dir
 
 
 def test_a_kernel_the_build_lacks_is_refused_in_one_line(tiny_dir, tmp_path, monkeypatch):
-    import torch
-
     import satseq.runtime as runtime
     from satseq.errors import ConfigError
 
@@ -189,6 +187,6 @@ def test_a_kernel_the_build_lacks_is_refused_in_one_line(tiny_dir, tmp_path, mon
     cfg = load_config(None, [f"model.path={tiny_dir}", f"output_dir={tmp_path}", "rollout.decode_gemm=onednn"])
     with pytest.raises(ConfigError, match="config key 'rollout.decode_gemm': onednn does not run in float32"):
         runtime.check_decode_gemm(cfg, "cpu")
-    assert torch.float32  # the same config with the kernel present passes
+    # the same config with the kernel present passes
     monkeypatch.setattr("satseq.rollout.fused_decode.available_gemms", lambda dtype, device: ["mkl", "onednn", "torch"])
     runtime.check_decode_gemm(cfg, "cpu")
