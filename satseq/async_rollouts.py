@@ -37,8 +37,16 @@ Threads: the rollout thread and the trainer's thread each run their kernels on h
 intra-op threads (at least 1; OpenMP's count is per thread). The same count on both sides keeps the
 kernels' work split, hence the run, independent of which thread set it last (MKL's count is global).
 
-One process, ``rollout.engine=hf`` (a thread cannot share vLLM's engine), ``trainer.backend=local``:
-:func:`check_async` says so in one line otherwise.
+Engines: satseq's (``hf``) or vLLM. With vLLM the thread runs a vLLM engine of its own (the trainer's,
+used by evaluations, is another instance: one engine is never called from two threads), started on the
+trainer's thread before the thread runs, so that vLLM's seeding at start cannot touch the trainer's
+global generator at a moment that depends on timing; the thread's calls draw only from their per-row
+seeds. Each batch's weights reach the engine as in the synchronous loop (a reload when the agent's
+weights changed), so the engine generates from θ_v, checked against the trainer's forward at that
+version in tests/test_vllm_engine.py. ``rollout.engine=auto`` measures no vLLM candidate here (it is
+satseq's engine); name ``vllm`` to use it.
+
+One process, ``trainer.backend=local``: :func:`check_async` says so in one line otherwise.
 """
 from __future__ import annotations
 
@@ -58,9 +66,6 @@ def check_async(cfg, ranks: int) -> None:
     s = cfg.trainer.max_staleness
     if s == 0:
         return
-    if cfg.rollout.engine == "vllm":  # auto: satseq.rollout.choice offers only hf here
-        raise ConfigError(f"config key 'trainer.max_staleness': {s} needs rollout.engine=hf (satseq's engine, run in a "
-                          "rollout thread beside the trainer); with vLLM use trainer.max_staleness=0")
     if cfg.trainer.backend != "local" or ranks > 1:
         raise ConfigError(f"config key 'trainer.max_staleness': {s} runs in one process (trainer.backend=local, no "
                           f"torchrun); this run has trainer.backend={cfg.trainer.backend} on {ranks} rank(s)")
@@ -108,7 +113,9 @@ class AsyncRollouts:
         self.s = cfg.trainer.max_staleness
         self.train = rt.train
         self.pool = copy_pool(rt.pool)
-        self.engine = run_engine(cfg, rt.pool.tokenizer, rt.device)
+        # its own engine; a vLLM engine of its own (not the trainer's, which evaluations use), started here
+        # on the trainer's thread (VLLMEngine.start)
+        self.engine = run_engine(cfg, rt.pool.tokenizer, rt.device, instance="rollout-thread")
         self.sampler = sampler
         self.ready: dict[int, StageBatch] = {}
         self.weights: dict[int, dict] = {}  # version -> the agents' trainable weights
@@ -125,6 +132,8 @@ class AsyncRollouts:
             self.next = max(self.ready) + 1 if self.ready else start
             self.sampler.load_state_dict(state["sampler"])
         self._publish(start, rt.pool)  # the trainer's weights now are θ_start
+        if hasattr(self.engine, "start"):  # vLLM: started on this thread, on a fork of the global generator
+            self.engine.start(self.pool.module(self.pool.names[0]))
         self.thread = threading.Thread(target=self._run, name="satseq-rollouts", daemon=True)
         self.thread.start()
 

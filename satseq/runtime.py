@@ -226,11 +226,12 @@ def check_decode_gemm(cfg: TrainConfig, device: str) -> None:
                           f"build on this CPU (available: {', '.join(avail)}); use rollout.decode_gemm=auto")
 
 
-def run_engine(cfg: TrainConfig, tokenizer, device: str):
-    """The run's rollout engine (``rollout.*``); a Ray actor builds its own with this too."""
+def run_engine(cfg: TrainConfig, tokenizer, device: str, *, instance: str = ""):
+    """The run's rollout engine (``rollout.*``); a Ray actor and the rollout thread build theirs with this
+    too (``instance``: a vLLM engine of their own, not the trainer's)."""
     return make_engine(cfg.rollout.engine, tokenizer, batch_size=cfg.rollout.batch_size, device=device,
                        fused=cfg.rollout.fused, dtype=cfg.rollout.dtype, vllm=cfg.rollout.vllm,
-                       gemm=cfg.rollout.decode_gemm)
+                       gemm=cfg.rollout.decode_gemm, instance=instance)
 
 
 def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:

@@ -212,6 +212,62 @@ def test_a_rejected_sat_seq_proposal_leaves_the_engine_on_the_old_weights(full_m
     assert max_gap(model, after, tok.pad_token_id) < TOL
 
 
+@pytest.mark.numerics
+def test_the_kv_cache_block_is_32_on_cpu_or_the_setting_and_log_probs_hold_at_each(full_model):
+    from satseq.config.schema import VllmConfig
+    from satseq.errors import ConfigError
+    from satseq.rollout.types import SamplingParams
+    from satseq.rollout.vllm_engine import VLLMEngine
+
+    model, tok = full_model
+    sp = SamplingParams(max_new_tokens=12, temperature=1.0)
+    for settings, block in [(VllmConfig(), 32), (VllmConfig(block_size=64), 64)]:
+        engine = VLLMEngine(tok, settings=settings)
+        gens = engine.generate(model, prompts(tok), sp, streams(6))
+        assert engine._engine.llm.llm_engine.vllm_config.cache_config.block_size == block
+        assert max_gap(model, gens, tok.pad_token_id) < TOL
+    with pytest.raises(ConfigError, match=r"^rollout.vllm.block_size=16: vLLM refuses it"):
+        VLLMEngine(tok, settings=VllmConfig(block_size=16)).generate(model, prompts(tok), sp, streams(6))
+
+
+def test_an_engine_is_started_on_the_main_thread_and_leaves_the_global_generator_alone(full_model):
+    """The rollout thread's engine (trainer.max_staleness with vLLM) is start()ed on the trainer's thread:
+    vLLM seeds torch's global generator at start, and a fork taken in another thread would restore it
+    under the trainer's feet. Off the main thread, an engine not started is refused."""
+    import threading
+
+    from satseq.rollout.types import SamplingParams
+    from satseq.rollout.vllm_engine import VLLMEngine
+
+    model, tok = full_model
+    sp = SamplingParams(max_new_tokens=6, temperature=1.0)
+    engine = VLLMEngine(tok, instance="test-thread")
+    errors, out = [], []
+
+    def call():
+        try:
+            out.extend(engine.generate(model, prompts(tok), sp, streams(6)))
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=call)
+    t.start()
+    t.join()
+    assert errors and "start() the engine on the main thread" in errors[0] and engine._engine is None
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    engine.start(model)  # vLLM seeds the global generator at start; the fork hides it
+    assert torch.equal(torch.rand(3), expected)
+    other = VLLMEngine(tok)  # another instance name: another vLLM
+    other.generate(model, prompts(tok), sp, streams(6))
+    assert other._engine is not engine._engine
+    t = threading.Thread(target=call)
+    t.start()
+    t.join()
+    assert len(out) == 6 and max_gap(model, out, tok.pad_token_id) < TOL
+
+
 def test_errors_name_the_key_and_the_fix(full_model, monkeypatch):
     from satseq.errors import ConfigError
     from satseq.rollout.types import SamplingParams

@@ -70,6 +70,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from satseq.utils.machine import cpu_name
+
 if TYPE_CHECKING:  # torch is imported where it is used: --help stays fast
     import torch
 
@@ -413,25 +415,6 @@ class _Row:
 
     def __init__(self, ids):
         self.response_ids = ids
-
-
-def cpu_name() -> str:
-    """The CPU's model name, its core count and its widest vector extensions, for the record."""
-    import os
-
-    name, flags, info = "unknown CPU", set(), {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = (x.strip() for x in line.partition(":"))
-            if key == "flags" and not flags:
-                flags = set(value.split())
-            info.setdefault(key, value)
-    except OSError:
-        pass
-    if "model name" in info:
-        name = f"{info['model name']} (family {info.get('cpu family', '?')} model {info.get('model', '?')})"
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-    return f"{name}, {os.cpu_count()} cores, " + (" ".join(f for f in wanted if f in flags) or "no AVX2")
 
 
 def decode_gemm_shapes(cfg) -> dict[str, tuple[int, int, int]]:

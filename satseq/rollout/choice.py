@@ -47,6 +47,8 @@ from typing import Callable, Optional
 
 import torch
 
+from satseq.utils.machine import cpu_key
+
 SWITCH_ENV = "SATSEQ_ROLLOUT_CALIBRATION"
 MARGIN = 1.10  # bf16 / vLLM must be this much faster than fp32 / hf to be chosen
 SCREEN = 1.5   # a CPU whose bf16 matmul takes this much longer than fp32's does not try bf16 decoding
@@ -75,16 +77,7 @@ def _machine() -> str:
     """The processor (model name and the flags that decide bf16 speed) or the GPU."""
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        import platform
-
-        return platform.processor() or platform.machine()
-    name = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "cpu")
-    flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
-    return f"{name} [{' '.join(wanted)}]"
+    return cpu_key()
 
 
 def cache_key(model, device: str, candidates: list[tuple[str, str]]) -> str:

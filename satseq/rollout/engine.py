@@ -21,10 +21,11 @@ class RolloutEngine(Protocol):
 
 
 def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "cpu", fused: bool = True,
-                dtype: str = "auto", vllm=None, gemm: str = "auto") -> RolloutEngine:
+                dtype: str = "auto", vllm=None, gemm: str = "auto", instance: str = "") -> RolloutEngine:
     """``rollout.engine``: ``hf`` (satseq's decode loop) or ``vllm`` (``vllm``: the ``rollout.vllm`` section,
     a :class:`~satseq.config.schema.VllmConfig` or a dict of its keys; None = its defaults; ``gemm``:
-    ``rollout.decode_gemm``, satseq's engine only)."""
+    ``rollout.decode_gemm``, satseq's engine only; ``instance``: vLLM only, a name that gives this engine a
+    vLLM instance of its own, e.g. the rollout thread's beside the trainer's)."""
     from satseq.errors import ConfigError
 
     if name in ("hf", "auto"):  # auto unresolved (satseq.rollout.choice: no measurement) is satseq's engine
@@ -37,5 +38,5 @@ def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "c
         from satseq.rollout.vllm_engine import VLLMEngine
 
         settings = vllm if isinstance(vllm, VllmConfig) else VllmConfig(**(vllm or {}))
-        return VLLMEngine(tokenizer, settings=settings, device=device, dtype=dtype)
+        return VLLMEngine(tokenizer, settings=settings, device=device, dtype=dtype, instance=instance)
     raise ConfigError(f"rollout.engine: unknown engine '{name}' (known: auto, hf, vllm)")

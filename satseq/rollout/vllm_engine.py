@@ -40,11 +40,13 @@ the trainer's truncated importance correction (:mod:`satseq.update.engine_correc
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -157,6 +159,17 @@ def _lora_mode(settings: VllmConfig, device: str) -> str:
     return "adapter" if str(device).startswith("cuda") else "merged"
 
 
+#: KV-cache block on CPU: vLLM's CPU default (128) decoded short relay turns 1.5x slower than 32 (docs/vllm.md)
+CPU_BLOCK_SIZE = 32
+
+
+def _block_size(settings: VllmConfig, device: str) -> Optional[int]:
+    """``rollout.vllm.block_size``, or on CPU :data:`CPU_BLOCK_SIZE`; None = vLLM's default (GPU)."""
+    if settings.block_size:
+        return settings.block_size
+    return None if str(device).startswith("cuda") else CPU_BLOCK_SIZE
+
+
 def _base_params(model):
     return [p for n, p in model.named_parameters() if "lora_" not in n]
 
@@ -205,10 +218,13 @@ class VLLMEngine:
     name = "vllm"
 
     def __init__(self, tokenizer, *, settings: VllmConfig | None = None, device: str = "cpu",
-                 dtype: str = "auto"):
+                 dtype: str = "auto", instance: str = ""):
         """``settings``: the ``rollout.vllm`` config section (:class:`satseq.config.schema.VllmConfig`,
-        its defaults when None), read as it is."""
+        its defaults when None), read as it is. ``instance``: engines of the same settings share one
+        started vLLM unless their instance names differ (the rollout thread of ``trainer.max_staleness``
+        runs its own beside the trainer's)."""
         self.tokenizer = tokenizer
+        self.instance = instance
         self.settings = settings if settings is not None else VllmConfig()
         self.device = str(device)
         self.dtype = dtype
@@ -236,7 +252,8 @@ class VLLMEngine:
             raise ConfigError(f"rollout.vllm.max_loras={max_loras} is below the run's {n_adapters} LoRA agents; "
                               f"raise it to {n_adapters}")
         key = json.dumps({"config": config.to_dict(), "dtype": dtype, "len": max_len, "lora": lora_mode,
-                          "rank": rank, "max_loras": max_loras, "settings": self.settings.model_dump()}, sort_keys=True,
+                          "rank": rank, "max_loras": max_loras, "settings": self.settings.model_dump(),
+                          "instance": self.instance}, sort_keys=True,
                          default=str)
         if key in _ENGINES:
             eng = _ENGINES[key]
@@ -253,6 +270,9 @@ class VLLMEngine:
                       enable_chunked_prefill=False)
         if max_len:
             kwargs["max_model_len"] = int(max_len)
+        block = _block_size(self.settings, self.device)
+        if block:
+            kwargs["block_size"] = block
         if self.device.startswith("cuda"):
             kwargs["gpu_memory_utilization"] = self.settings.gpu_memory_utilization
             kwargs["enable_sleep_mode"] = self.settings.sleep
@@ -263,6 +283,10 @@ class VLLMEngine:
             llm = self._vllm.LLM(**kwargs)
         except Exception as e:  # noqa: BLE001 - vLLM's start-up errors are long; give the key and the fix
             shutil.rmtree(scratch, ignore_errors=True)
+            first = str(e).splitlines()[0] if str(e) else ""
+            if self.settings.block_size and "block size" in first.lower():
+                raise ConfigError(f"rollout.vllm.block_size={self.settings.block_size}: vLLM refuses it ({first}); "
+                                  f"leave it unset (null) for the default") from None
             raise ConfigError(f"rollout.engine=vllm: vLLM could not start on this model ({type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''}); use rollout.engine=hf") from None
         finally:
@@ -340,14 +364,31 @@ class VLLMEngine:
         return self._LoRARequest(f"{name}-v{lora_id}", lora_id, str(path))
 
     # ------------------------------------------------------------------ sampling
+    def start(self, model) -> None:
+        """Start the engine on ``model``'s weights now, on a fork of torch's global generator (vLLM seeds
+        it at start). The rollout thread's engine is started this way on the trainer's thread, before the
+        thread runs: a fork taken inside the thread would restore the global generator under the trainer."""
+        with self._own_rng():
+            self.sync(model)
+
+    def _own_rng(self):
+        # vLLM may draw from torch's global generator (engine start, weight loading); the trainer's
+        # dropout draws from it too, so the engine runs on a fork of it and leaves it untouched. Off the
+        # main thread (the rollout thread, whose engine start() started) no fork: restoring the global
+        # state there would rewind the trainer's draws made meanwhile; a started engine given per-row
+        # seeds draws nothing from it
+        if threading.current_thread() is not threading.main_thread():
+            if self._engine is None:
+                raise RuntimeError("VLLMEngine: start() the engine on the main thread before generating from another")
+            return contextlib.nullcontext()
+        cuda = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
+        return torch.random.fork_rng(devices=cuda)
+
     def generate(self, model, prompts: list[list[int]], sampling: SamplingParams, generator=None) -> list[Generation]:
         """One response per prompt from ``model``'s current weights; row i's seed comes from its stream."""
         if not prompts:
             return []
-        # vLLM may draw from torch's global generator (engine start, weight loading); the trainer's
-        # dropout draws from it too, so the engine runs on a fork of it and leaves it untouched
-        cuda = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
-        with torch.random.fork_rng(devices=cuda):
+        with self._own_rng():
             return self._generate(model, prompts, sampling, generator)
 
     def _generate(self, model, prompts, sampling: SamplingParams, generator) -> list[Generation]:
