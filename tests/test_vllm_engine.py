@@ -243,8 +243,12 @@ def test_an_engine_is_started_on_the_main_thread_and_leaves_the_global_generator
     sp = SamplingParams(max_new_tokens=6, temperature=1.0)
     engine = VLLMEngine(tok, instance="test-thread")
     errors, out = [], []
+    threads = torch.get_num_threads()
 
     def call():
+        from satseq.rollout.vllm_engine import _SET_NUM_THREADS
+
+        _SET_NUM_THREADS(threads)  # OpenMP's count is per thread (vLLM made torch.set_num_threads a no-op)
         try:
             out.extend(engine.generate(model, prompts(tok), sp, streams(6)))
         except RuntimeError as e:
@@ -266,6 +270,11 @@ def test_an_engine_is_started_on_the_main_thread_and_leaves_the_global_generator
     t.start()
     t.join()
     assert len(out) == 6 and max_gap(model, out, tok.pad_token_id) < TOL
+    threads += 1  # a thread at another OpenMP count generates at the engine's (vLLM's CPU attention aborts otherwise)
+    t = threading.Thread(target=call)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and len(out) == 12 and max_gap(model, out[6:], tok.pad_token_id) < TOL
 
 
 def test_errors_name_the_key_and_the_fix(full_model, monkeypatch):

@@ -87,6 +87,10 @@ def _prepare_environment(settings: VllmConfig, device: str) -> None:
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 
+#: torch's own ``set_num_threads``: vLLM's CPU worker replaces it, process-wide, with a no-op at engine start
+_SET_NUM_THREADS = torch.set_num_threads
+
+
 def _import_vllm():
     try:
         import vllm
@@ -189,6 +193,7 @@ class _Engine:
         self.adapters: dict[str, tuple] = {}     # agent -> (lora id, fingerprint, adapter dir)
         self.ids = itertools.count(1)
         self.reloads = 0
+        self.threads: Optional[int] = None  # torch's intra-op threads at start (CPU attention is sized by them)
         self.adapter_versions = 0
 
     def forget(self) -> None:
@@ -296,6 +301,7 @@ class VLLMEngine:
                 except RuntimeError:
                     pass
         eng = _Engine(llm, lora_mode, scratch)
+        eng.threads = torch.get_num_threads()
         _ENGINES[key] = eng
         return eng
 
@@ -393,6 +399,13 @@ class VLLMEngine:
 
     def _generate(self, model, prompts, sampling: SamplingParams, generator) -> list[Generation]:
         lora_request = self.sync(model)
+        threads = self._engine.threads
+        if (threading.current_thread() is not threading.main_thread() and not self.device.startswith("cuda")
+                and threads and torch.get_num_threads() != threads):
+            # vLLM's CPU attention is sized by the thread count at engine start and aborts the process (a
+            # failed C++ check) when the calling thread runs another OpenMP count; vLLM has made
+            # torch.set_num_threads a no-op, so the rollout thread is given the start's count with torch's own
+            _SET_NUM_THREADS(threads)
         llm = self._engine.llm
         max_len = llm.llm_engine.model_config.max_model_len
         longest = max(len(p) for p in prompts)
