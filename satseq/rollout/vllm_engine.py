@@ -293,7 +293,7 @@ class VLLMEngine:
                 raise ConfigError(f"rollout.vllm.block_size={self.settings.block_size}: vLLM refuses it ({first}); "
                                   f"leave it unset (null) for the default") from None
             raise ConfigError(f"rollout.engine=vllm: vLLM could not start on this model ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''}); use rollout.engine=hf") from None
+                              f"{first}); use rollout.engine=hf") from None
         finally:
             if torch.get_num_threads() != threads:  # vLLM lowers torch's threads; the trainer keeps its own
                 try:
