@@ -142,7 +142,6 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
     method, rt, workflow, updater, gen = run.method, run.rt, run.workflow, run.updater, run.generator
     cfg = rt.cfg  # the engine and precision that rollout.*=auto stands for in this run, everywhere below
     choice = getattr(rt, "rollout_choice", None) or default_choice(cfg)
-    ray_info = strategy.info or ray_info
     sampler = EpochSampler(len(rt.train), seed=cfg.seed)
     start = 0
     state = strategy.load_trainer_state(run_dir, rt.pool) if cfg.resume else None
@@ -157,6 +156,13 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
         strategy.restore_rng(state.get("rank_rng"))  # torchrun: each rank's own torch RNG (dropout)
         start = state["stage"] + 1
         console(f"[satseq] resuming {run_dir} at stage {start}")
+    ahead = None  # trainer.max_staleness > 0: the rollout thread (satseq.async_rollouts)
+    if cfg.trainer.max_staleness:
+        from satseq.async_rollouts import AsyncRollouts
+
+        ahead = AsyncRollouts(cfg, method, rt, workflow, run.rewards, sampler, start=start,
+                              state=state.get("async") if state else None, strategy=strategy)
+    ray_info = strategy.info or ray_info  # with rollout actors (trainer.backend=ray), theirs too
     if main:
         save_config(cfg, run_dir / "train_config.yaml")
         write_json(run_dir / "run_info.json", {
@@ -171,12 +177,6 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
     def rollout(problems):  # the trainer's agents, on the strategy's workers
         return strategy.rollout(workflow, problems, rt.pool, rt.engine, group_size=method.group_size(cfg), generator=gen)
 
-    ahead = None  # trainer.max_staleness > 0: the rollout thread (satseq.async_rollouts)
-    if cfg.trainer.max_staleness:
-        from satseq.async_rollouts import AsyncRollouts
-
-        ahead = AsyncRollouts(cfg, method, rt, workflow, run.rewards, sampler, start=start,
-                              state=state.get("async") if state else None)
     with strategy, tracker, _closing(ahead), progress_bar(cfg.trainer.num_stages, f"{cfg.method} {cfg.run_name}",
                                                           enabled=cfg.trainer.progress and main) as bar:
         bar.advance(start)

@@ -7,8 +7,9 @@ run's :class:`Strategy`, which owns
 * the layout: checks (:meth:`Strategy.check_layout`), who writes (:attr:`is_main`), who goes first;
 * building: the runtime (:meth:`build_runtime`), sharding and wrapping (:meth:`prepare`), the
   workflow and the updater in their distributed form (:meth:`workflow`, :meth:`updater`);
-* rollouts: the stage's problems over the workers (:meth:`rollout`) and the explicit weight update
-  of the rollout engine before it generates (:meth:`update_weights`);
+* rollouts: the stage's problems over the workers (:meth:`rollout`), the explicit weight update
+  of the rollout engine before it generates (:meth:`update_weights`), and the agents and engine that
+  asynchronous rollouts generate with (:meth:`rollout_side`, ``trainer.max_staleness > 0``);
 * the trainer's passes: a turn batch's rows over the workers (:meth:`logprobs`), the backward with
   its gradient reduction and clipping (:meth:`backward`), sums over workers (:meth:`all_reduce_sum`);
 * checkpoints: the pool exports are written from (:meth:`export_pool`), each rank's RNG
@@ -96,6 +97,25 @@ class Strategy:
         worker's, ``Episode.group`` being the problem's index in ``problems``)."""
         self.update_weights(engine)
         return workflow.rollout(problems, pool, engine, group_size=group_size, generator=generator, **options)
+
+    def rollout_side(self, cfg, rt):
+        """``(pool, engine)`` for the rollout thread of ``trainer.max_staleness > 0``
+        (:mod:`satseq.async_rollouts`): a copy of the trainer's agents that the thread loads each
+        scheduled version into, and an engine of its own (a vLLM engine is another instance than the
+        trainer's, which evaluations use: one engine is never called from two threads)."""
+        import copy
+
+        from satseq.models.agents import AgentPool
+        from satseq.runtime import run_engine
+
+        pool = rt.pool
+        if pool.mode == "full":
+            side = AgentPool.full(pool.names, [copy.deepcopy(pool.module(n)) for n in pool.names], pool.tokenizer,
+                                  device=pool.device)
+        else:
+            side = AgentPool(pool.names, pool.tokenizer, mode="lora", peft_model=copy.deepcopy(pool.root_modules()[0]),
+                             device=pool.device)
+        return side, run_engine(cfg, pool.tokenizer, rt.device, instance="rollout-thread")
 
     # ------------------------------------------------------------------ the trainer's passes
     def logprobs(self, model, batch, compute, *, chunk: int, pad_id: int, device, grad: bool, need_logits: bool):

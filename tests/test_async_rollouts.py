@@ -127,13 +127,21 @@ def test_a_killed_stale_run_resumes_to_the_same_metrics_and_weights(tiny_dir, tm
 def test_what_a_stale_run_refuses_is_one_line(tiny_dir, tmp_path):
     from satseq.loop import train
 
-    for extra, msg in ((["trainer.backend=ray"], "runs in one process"),):
-        cfg = load_config(None, [f"model.path={tiny_dir}", f"output_dir={tmp_path}", "trainer.max_staleness=1",
-                                 *SMALL, *extra])
-        with pytest.raises(ConfigError, match=rf"^config key 'trainer.max_staleness': 1 {msg}") as e:
+    from satseq.async_rollouts import check_async
+
+    rollout_actors = 'trainer.rollout_placement=[{"agents": ["agent_1", "agent_2", "agent_3"]}]'
+    for extra, key, msg in ((["trainer.max_staleness=1", rollout_actors], "rollout_placement",
+                             "places rollout actors, with trainer.backend=ray; this run has trainer.backend=local"),
+                            ([rollout_actors], "rollout_placement", "places the rollout actors of .* this run is "
+                                                                    "synchronous")):
+        cfg = load_config(None, [f"model.path={tiny_dir}", f"output_dir={tmp_path}", *SMALL, *extra])
+        with pytest.raises(ConfigError, match=rf"^config key 'trainer.{key}': {msg}") as e:
             train(cfg, console=lambda *a, **k: None)
         assert "\n" not in str(e.value)
     assert not (tmp_path / "sat_seq_dapo").exists()  # refused before anything was written
+    with pytest.raises(ConfigError, match=r"^config key 'trainer.max_staleness': 1 runs with one trainer process .* "
+                                          r"this run has 2 ranks$"):  # torchrun
+        check_async(load_config(None, ["trainer.max_staleness=1", "trainer.backend=ray"]), ranks=2)
     # a run keeps its schedule: resuming with another staleness is refused
     base = [f"model.path={tiny_dir}", f"output_dir={tmp_path}", "run_name=sync", "trainer.num_stages=1", *SMALL]
     train(load_config(None, base), console=lambda *a, **k: None)

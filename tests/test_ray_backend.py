@@ -114,6 +114,28 @@ def test_lora_agents_sharing_a_base_in_one_actor_match_the_local_run(cluster, ti
                                                                                       ["agent_3"]]
 
 
+def test_stale_batches_from_rollout_actors_match_the_local_rollout_thread(cluster, tiny_dir, tmp_path):
+    """trainer.max_staleness=1 on Ray: the rollout thread drives rollout actors (one actor with the three
+    agents here, beside the trainer's one) and gives the local rollout thread's metrics and weights."""
+    from satseq.loop import train
+
+    quiet = lambda *a, **k: None  # noqa: E731
+    args = ["trainer.max_staleness=1", "trainer.num_stages=3", "sat_seq.certificate.prompts=0"]
+    one_actor = 'trainer.placement=[{"agents": ["agent_1", "agent_2", "agent_3"]}]'
+    local = train(_cfg(tiny_dir, tmp_path / "l", *args), console=quiet)
+    remote = train(_cfg(tiny_dir, tmp_path / "r", *args, "trainer.backend=ray", one_actor), console=quiet)
+    rows = _metrics(remote)
+    _same_metrics(_metrics(local), rows)
+    assert [r["async/staleness"] for r in rows] == [0, 1, 1]
+    assert any(r["agent_1/is_engine_truncated"] >= 0 for r in rows[1:])  # the correction is on (auto)
+    for name in ("agent_1", "agent_2", "agent_3"):
+        a, b = _weights(local, name), _weights(remote, name)
+        assert all(torch.allclose(a[k], b[k], atol=fp_tol(a[k]), rtol=0) for k in a)
+    info = json.loads((remote / "run_info.json").read_text())["ray"]
+    assert [a["agents"] for a in info["actors"]] == [a["agents"] for a in info["rollout_actors"]] == \
+        [["agent_1", "agent_2", "agent_3"]]
+
+
 def _train_cli(args, env=None):
     e = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     e.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), **(env or {}))

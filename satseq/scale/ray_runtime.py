@@ -10,7 +10,8 @@ its Ray form (:mod:`satseq.scale.ray_updaters`) and the pipelined workflow.
 Steps: check the method is supported; load the problems (in the driver: rewards are graded here);
 start or join the cluster and check it can hold ``trainer.placement``
 (:func:`~satseq.distributed.start_ray`); build the embedded warm start once, here, so that actors
-only load it; create one :class:`~satseq.scale.ray_actor.AgentHost` actor per placement entry.
+only load it; create one :class:`~satseq.scale.ray_actor.AgentHost` actor per placement entry
+(:class:`AgentHosts`, which later starts the rollout actors of ``trainer.max_staleness > 0``).
 """
 from __future__ import annotations
 
@@ -38,11 +39,15 @@ def _started(ray, actors) -> list[dict]:
             from None
 
 
-def placement_of(cfg, names: list[str]) -> list:
-    """``trainer.placement``, or one actor per agent with 1 CPU; every agent in exactly one actor."""
+def placement_of(cfg, names: list[str], key: str = "placement") -> list:
+    """``trainer.placement`` (or ``trainer.rollout_placement``), or one actor per agent with 1 CPU;
+    every agent in exactly one actor. An empty ``rollout_placement`` is ``placement``'s."""
     from satseq.config.schema import ActorPlacement
 
-    placement = list(cfg.trainer.placement) or [ActorPlacement(agents=[n]) for n in names]
+    placement = list(getattr(cfg.trainer, key))
+    if not placement and key == "rollout_placement":
+        return placement_of(cfg, names)
+    placement = placement or [ActorPlacement(agents=[n]) for n in names]
     placed = [n for p in placement for n in p.agents]
     unknown = sorted(set(placed) - set(names))
     twice = sorted({n for n in placed if placed.count(n) > 1})
@@ -50,7 +55,7 @@ def placement_of(cfg, names: list[str]) -> list:
     if unknown or twice or missing:
         what = (f"unknown agents {unknown}" if unknown else f"agents {twice} placed twice" if twice
                 else f"agents {missing} not placed")
-        raise ConfigError(f"config key 'trainer.placement': {what} (the run's agents: {', '.join(names)})")
+        raise ConfigError(f"config key 'trainer.{key}': {what} (the run's agents: {', '.join(names)})")
     return placement
 
 
@@ -87,10 +92,9 @@ def build_ray_runtime(cfg, method, console=print) -> tuple[Runtime, dict]:
     from satseq.rewards.grade import set_grading_timeout
     from satseq.runtime import _check_prompts_before_the_warm_start, agent_path_keys, check_agent_paths, load_datasets
     from satseq.rollout.types import SamplingParams
-    from satseq.scale.ray_actor import AgentHost
-    from satseq.scale.ray_pool import RayEngine, RemotePool
+    from satseq.scale.ray_pool import RayEngine
 
-    ray = import_ray()
+    import_ray()
     set_grading_timeout(cfg.reward.timeout)
     if cfg.threads > 0:  # the driver's own work (rewards, advantages); devices are the actors' business
         torch.set_num_threads(cfg.threads)
@@ -101,21 +105,13 @@ def build_ray_runtime(cfg, method, console=print) -> tuple[Runtime, dict]:
     path_keys = spec.path_keys or agent_path_keys(spec.names)
     check_agent_paths(cfg, spec.names, spec.paths, path_keys)
     placement = placement_of(cfg, spec.names)
-    info = start_ray(cfg.trainer.ray_address, placement, console)
+    rollout_placement = placement_of(cfg, spec.names, "rollout_placement") if cfg.trainer.max_staleness else []
+    info = start_ray(cfg.trainer.ray_address, placement + rollout_placement, console)
     actor_cfg, paths = _resolved(cfg, spec, method, console)
-    remote = ray.remote(AgentHost)
-    hosts, actors = {}, []
-    for p in placement:
-        opts = {"num_cpus": p.num_cpus, "num_gpus": p.num_gpus, **({"resources": p.resources} if p.resources else {})}
-        actor = remote.options(**opts).remote(actor_cfg, p.agents, spec.names, paths, path_keys, spec.force_lora,
-                                              int(p.num_cpus))
-        actors.append(actor)
-        hosts.update({n: actor for n in p.agents})
-    described = _started(ray, actors)
-    configs = {n: c for d in described for n, c in d["configs"].items()}
+    hosts = AgentHosts(actor_cfg, spec.names, paths, path_keys, spec.force_lora)
+    pool, described = hosts.start(placement)
     info = {**info, "actors": [{"agents": p.agents, "node_id": d["node_id"], "device": d["device"]}
                                for p, d in zip(placement, described)]}
-    pool = RemotePool({n: hosts[n] for n in spec.names}, described[0]["tokenizer"], described[0]["mode"], configs)
     from satseq.runtime import prompt_format_of
 
     fmt = prompt_format_of(pool, cfg, method)
@@ -126,5 +122,37 @@ def build_ray_runtime(cfg, method, console=print) -> tuple[Runtime, dict]:
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                               top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop))
     rt = Runtime(cfg, "cpu", pool, pool.tokenizer, fmt, RayEngine(pool), sampling, train_set, eval_set)
-    console(f"[satseq] backend=ray: {len(actors)} actor(s) for agents {', '.join(spec.names)}")
-    return rt, info
+    console(f"[satseq] backend=ray: {len(placement)} actor(s) for agents {', '.join(spec.names)}")
+    return rt, info, hosts
+
+
+class AgentHosts:
+    """Starts :class:`~satseq.scale.ray_actor.AgentHost` actors for the run's agents, one per placement
+    entry: the trainer's (:func:`build_ray_runtime`) and, with ``trainer.max_staleness > 0``, the
+    rollout actors the rollout thread generates with (``trainer.rollout_placement``); every actor
+    started is kept in :attr:`actors` (the strategy kills them at the end of the run)."""
+
+    def __init__(self, cfg, names: list[str], paths: list, path_keys: list[str], force_lora: bool):
+        self.cfg, self.names, self.paths, self.path_keys, self.force_lora = cfg, names, paths, path_keys, force_lora
+        self.actors: list = []
+
+    def start(self, placement: list):
+        """A :class:`~satseq.scale.ray_pool.RemotePool` of new actors and their ``describe()``'s."""
+        import ray
+
+        from satseq.scale.ray_actor import AgentHost
+        from satseq.scale.ray_pool import RemotePool
+
+        remote = ray.remote(AgentHost)
+        hosts, actors = {}, []
+        for p in placement:
+            opts = {"num_cpus": p.num_cpus, "num_gpus": p.num_gpus, **({"resources": p.resources} if p.resources else {})}
+            actor = remote.options(**opts).remote(self.cfg, p.agents, self.names, self.paths, self.path_keys,
+                                                  self.force_lora, int(p.num_cpus))
+            actors.append(actor)
+            hosts.update({n: actor for n in p.agents})
+        self.actors += actors
+        described = _started(ray, actors)
+        configs = {n: c for d in described for n, c in d["configs"].items()}
+        pool = RemotePool({n: hosts[n] for n in self.names}, described[0]["tokenizer"], described[0]["mode"], configs)
+        return pool, described

@@ -36,9 +36,22 @@ class Ray(Strategy):
     def build_runtime(self, cfg, method, console):
         from satseq.scale.ray_runtime import build_ray_runtime
 
-        rt, self.info = build_ray_runtime(cfg, method, console)
+        rt, self.info, self.hosts = build_ray_runtime(cfg, method, console)
         self.pool = rt.pool
         return rt
+
+    def rollout_side(self, cfg, rt):
+        """Rollout actors beside the trainer's (``trainer.rollout_placement``, empty = as
+        ``trainer.placement``): each hosts a copy of its agents and an engine; the rollout thread in the
+        driver loads each scheduled version into them and drives the workflow against them, while the
+        trainer's actors update."""
+        from satseq.scale.ray_pool import RayEngine
+        from satseq.scale.ray_runtime import placement_of
+
+        pool, described = self.hosts.start(placement_of(cfg, rt.pool.names, "rollout_placement"))
+        self.info = {**(self.info or {}), "rollout_actors": [
+            {"agents": list(d["configs"]), "node_id": d["node_id"], "device": d["device"]} for d in described]}
+        return pool, RayEngine(pool)
 
     def workflow(self, workflow):
         m = self.cfg.trainer.pipeline_micro_batches
@@ -59,5 +72,5 @@ class Ray(Strategy):
     def __exit__(self, *exc) -> None:
         import ray
 
-        for a in self.pool.actors():
+        for a in self.hosts.actors:  # the trainer's actors and any rollout actors
             ray.kill(a)
