@@ -58,11 +58,12 @@ def connect_ray(address: str, console=print) -> dict:
     return info
 
 
-def start_ray(address: str | None, placement: list, console=print) -> dict:
+def start_ray(address: str | None, placement: list, console=print, keys: list[str] | None = None) -> dict:
     """Join ``address``, reuse a cluster this process already joined (tests, benches), or start a
     new local one (never another Ray instance found on this machine) with enough logical CPUs for
     ``placement`` (``ray.init(address="local", num_cpus=..., include_dashboard=False)``);
-    then check that the cluster can hold ``placement``."""
+    then check that the cluster can hold ``placement`` (``keys``: the config key of each entry,
+    for the error)."""
     ray = import_ray(local=not address)
     if ray.is_initialized():
         info = _cluster_info(ray, "(already connected)")
@@ -78,13 +79,15 @@ def start_ray(address: str | None, placement: list, console=print) -> dict:
         info = _cluster_info(ray, "local")
         console(f"[satseq] started a local Ray cluster: {cpus:g} logical CPUs on {os.cpu_count()} cores")
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-    check_placement(placement, nodes)
+    check_placement(placement, nodes, keys)
     return info
 
 
-def check_placement(placement: list, nodes: list[dict]) -> None:
+def check_placement(placement: list, nodes: list[dict], keys: list[str] | None = None) -> None:
     """Raise a one-line ConfigError unless every actor fits on some node and the cluster's totals
-    cover all of them (a necessary check, not a bin packing: Ray still places the actors)."""
+    cover all of them (a necessary check, not a bin packing: Ray still places the actors).
+    ``keys[i]`` names entry i in the error (default ``trainer.placement[i]``)."""
+    keys = keys or [f"trainer.placement[{i}]" for i in range(len(placement))]
     def asks(p) -> dict:
         return {k: v for k, v in {"CPU": p.num_cpus, "GPU": p.num_gpus, **p.resources}.items() if v > 0}
 
@@ -98,11 +101,12 @@ def check_placement(placement: list, nodes: list[dict]) -> None:
         for k, v in a.items():
             need[k] = need.get(k, 0.0) + v
         if not any(all(float(n.get(k, 0.0)) >= v for k, v in a.items()) for n in nodes):
-            raise ConfigError(f"config key 'trainer.placement[{i}]': no node of the Ray cluster can hold "
+            raise ConfigError(f"config key '{keys[i]}': no node of the Ray cluster can hold "
                               f"{_fmt(a)} (agents {', '.join(p.agents)}; cluster: {_fmt(total)})")
     short = {k: v for k, v in need.items() if v > total.get(k, 0.0) + 1e-9}
     if short:
-        raise ConfigError(f"config key 'trainer.placement': the Ray cluster cannot hold it: needs "
+        tops = " and ".join(dict.fromkeys(f"'{k.split('[')[0]}'" for k in keys))
+        raise ConfigError(f"config key {tops}: the Ray cluster cannot hold it: needs "
                           f"{_fmt(need)}, has {_fmt(total)}")
 
 

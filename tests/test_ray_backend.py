@@ -114,6 +114,7 @@ def test_lora_agents_sharing_a_base_in_one_actor_match_the_local_run(cluster, ti
                                                                                       ["agent_3"]]
 
 
+@pytest.mark.numerics
 def test_stale_batches_from_rollout_actors_match_the_local_rollout_thread(cluster, tiny_dir, tmp_path):
     """trainer.max_staleness=1 on Ray: the rollout thread drives rollout actors (one actor with the three
     agents here, beside the trainer's one) and gives the local rollout thread's metrics and weights."""
@@ -250,6 +251,13 @@ def test_check_placement_needs_one_node_that_holds_each_actor():
         check_placement([ActorPlacement(agents=["a"]), ActorPlacement(agents=["b"], num_gpus=2)], nodes)
     with pytest.raises(ConfigError, match="cannot hold it: needs {CPU: 5}"):
         check_placement([ActorPlacement(agents=[n]) for n in "abcde"], nodes)
+    # the rollout actors' entries are named by their own key (trainer.rollout_placement)
+    keys = ["trainer.placement[0]", "trainer.rollout_placement[0]"]
+    with pytest.raises(ConfigError, match=r"'trainer.rollout_placement\[0\]': no node .*agents b"):
+        check_placement([ActorPlacement(agents=["a"]), ActorPlacement(agents=["b"], num_gpus=2)], nodes, keys)
+    with pytest.raises(ConfigError, match="'trainer.placement' and 'trainer.rollout_placement': the Ray cluster"):
+        check_placement([ActorPlacement(agents=["a"], num_cpus=2), ActorPlacement(agents=["b"], num_cpus=2),
+                         ActorPlacement(agents=["c"], num_cpus=1)], nodes, keys + ["trainer.rollout_placement[1]"])
 
 
 def test_an_unsupported_method_is_a_one_line_error():

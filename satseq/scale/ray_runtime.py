@@ -106,7 +106,10 @@ def build_ray_runtime(cfg, method, console=print) -> tuple[Runtime, dict]:
     check_agent_paths(cfg, spec.names, spec.paths, path_keys)
     placement = placement_of(cfg, spec.names)
     rollout_placement = placement_of(cfg, spec.names, "rollout_placement") if cfg.trainer.max_staleness else []
-    info = start_ray(cfg.trainer.ray_address, placement + rollout_placement, console)
+    rollout_key = "trainer.rollout_placement" if cfg.trainer.rollout_placement else "trainer.placement"
+    keys = ([f"trainer.placement[{i}]" for i in range(len(placement))]
+            + [f"{rollout_key}[{i}]" for i in range(len(rollout_placement))])
+    info = start_ray(cfg.trainer.ray_address, placement + rollout_placement, console, keys)
     actor_cfg, paths = _resolved(cfg, spec, method, console)
     hosts = AgentHosts(actor_cfg, spec.names, paths, path_keys, spec.force_lora)
     pool, described = hosts.start(placement)
