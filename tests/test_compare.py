@@ -152,6 +152,20 @@ def test_killed_comparison_resumes_exactly(compared, tiny_dir, tmp_path):
     assert r.returncode == 2 and "made with other settings" in r.stderr
 
 
+def test_runs_option_runs_and_reports_only_the_named_runs(tiny_dir, tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(_spec(tiny_dir, tmp_path / "out"))
+    r = _compare([str(f), "--no_progress", "--runs", "nope,grpo"])
+    assert r.returncode == 2 and "--runs nope: not a run or cell" in r.stderr and "grpo, sat_seq" in r.stderr
+    assert not (tmp_path / "out").exists()
+    r = _compare([str(f), "--no_progress", "--runs", "grpo"])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "grpo_seed0" / "compare_result.json").is_file()
+    assert not (tmp_path / "out" / "sat_seq_seed0").exists()
+    md = (tmp_path / "out" / "comparison.md").read_text()
+    assert "| **grpo** (grpo) |" in md and "sat_seq" not in md
+
+
 # ---------------------------------------------------------------------------- the baselines
 def test_constant_verifiers_by_hand():
     pairs = [(True, "correct"), (True, "wrong"), (True, "correct"), (False, "wrong"), (False, None)]

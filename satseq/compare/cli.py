@@ -22,10 +22,12 @@ from satseq.errors import ConfigError
 
 
 def run_comparison(path: str | Path, out: Optional[str | Path] = None, *, console: Callable = print,
-                   progress: bool = True, jobs: int = 1) -> list[Path]:
+                   progress: bool = True, jobs: int = 1, only: Optional[list[str]] = None) -> list[Path]:
     """Run (or finish) the comparison in ``path``; returns the files written. ``jobs`` > 1 trains that
     many (cell, seed) pairs at once, each in its own process (a cell's result does not depend on it:
-    every run's threads are the file's; only a seconds budget would, so it is refused there)."""
+    every run's threads are the file's; only a seconds budget would, so it is refused there). ``only``:
+    run names or cell names to run and report (the others are neither run nor reported; a cell's
+    results do not depend on which others run, so the whole file later reuses them)."""
     from satseq.compare.baselines import summarize_eval, warm_start_run
     from satseq.compare.report import write_report
     from satseq.compare.runner import evaluate, train_and_evaluate
@@ -45,7 +47,7 @@ def run_comparison(path: str | Path, out: Optional[str | Path] = None, *, consol
     if jobs > 1 and spec.budget.kind == "seconds":
         raise ConfigError(f"{spec.source}: a seconds budget measures each run's wall-clock; with --jobs {jobs} the "
                           "runs would share the cores and spend it differently: use --jobs 1 or a tokens budget")
-    cells = check_runs(spec, lines, out_dir)
+    cells = select_cells(check_runs(spec, lines, out_dir), only, spec.source)
     out_dir.mkdir(parents=True, exist_ok=True)
     grid = f" ({len(cells)} cells)" if len(cells) != len(spec.runs) else ""
     side = f", {jobs} at a time" if jobs > 1 else ""
@@ -88,6 +90,19 @@ def run_comparison(path: str | Path, out: Optional[str | Path] = None, *, consol
     return files
 
 
+def select_cells(cells: list, only: Optional[list[str]], source) -> list:
+    """The cells named in ``only`` (a run's name selects all its cells), in file order; every name must
+    be a run or a cell of the file."""
+    if not only:
+        return cells
+    known = list(dict.fromkeys([c.base for c in cells] + [c.name for c in cells]))
+    unknown = [n for n in only if n not in known]
+    if unknown:
+        raise ConfigError(f"--runs {','.join(unknown)}: not a run or cell of {source} "
+                          f"(it has: {', '.join(known)})")
+    return [c for c in cells if c.name in only or c.base in only]
+
+
 def _train_one(spec, run, seed: int, out_dir: Path) -> dict:
     """A worker process's job: one (cell, seed), trained and evaluated (its lines prefixed by the cell)."""
     from satseq.compare.runner import train_and_evaluate
@@ -128,7 +143,12 @@ def compare_command(
     progress: bool = typer.Option(True, "--progress/--no_progress", help="progress bar (only on a terminal)"),
     jobs: int = typer.Option(1, "--jobs", help="train this many (run, seed) pairs at once, each in its own process "
                                               "with the file's threads (token or sample budgets only)"),
+    runs: Optional[str] = typer.Option(None, "--runs", help="comma-separated run (or cell) names: run and report "
+                                                           "only these (the whole file later reuses them)"),
 ):
     """Compare methods × seeds at one budget (generated tokens or samples, or seconds) next to their trivial
     baselines, optionally over a sweep grid; resumable; writes comparison.md / .json / .png (and sweep.png)."""
-    run_comparison(file, out, console=typer.echo, progress=progress, jobs=jobs)
+    only = [n.strip() for n in runs.split(",") if n.strip()] if runs is not None else None
+    if runs is not None and not only:
+        raise ConfigError("--runs: no run names given")
+    run_comparison(file, out, console=typer.echo, progress=progress, jobs=jobs, only=only)
