@@ -160,6 +160,7 @@ def test_runs_option_runs_and_reports_only_the_named_runs(tiny_dir, tmp_path):
     assert not (tmp_path / "out").exists()
     r = _compare([str(f), "--no_progress", "--runs", "grpo"])
     assert r.returncode == 0, r.stderr
+    assert "[compare] 1 runs of 2 (--runs) × 1 seeds" in r.stdout
     assert (tmp_path / "out" / "grpo_seed0" / "compare_result.json").is_file()
     assert not (tmp_path / "out" / "sat_seq_seed0").exists()
     md = (tmp_path / "out" / "comparison.md").read_text()

@@ -49,9 +49,11 @@ def run_comparison(path: str | Path, out: Optional[str | Path] = None, *, consol
                           "runs would share the cores and spend it differently: use --jobs 1 or a tokens budget")
     cells = select_cells(check_runs(spec, lines, out_dir), only, spec.source)
     out_dir.mkdir(parents=True, exist_ok=True)
-    grid = f" ({len(cells)} cells)" if len(cells) != len(spec.runs) else ""
+    n_runs = len({c.base for c in cells})
+    grid = f" ({len(cells)} cells)" if len(cells) != n_runs else ""
+    part = f" of {len(spec.runs)} (--runs)" if only else ""
     side = f", {jobs} at a time" if jobs > 1 else ""
-    console(f"[compare] {len(spec.runs)} runs{grid} × {len(spec.seeds)} seeds, {spec.budget.describe()} each{side} "
+    console(f"[compare] {n_runs} runs{part}{grid} × {len(spec.seeds)} seeds, {spec.budget.describe()} each{side} "
             f"-> {out_dir}")
     results: dict[str, list[dict]] = {c.name: [] for c in cells}
     warm: dict[str, Optional[dict]] = {}
