@@ -65,6 +65,26 @@ def test_chat_prompts_show_attempt_and_feedback_only_when_given(tiny):
     assert "I think 5" in fmt.coach("What is 2+2?", "I think 5") and "\\boxed" not in fmt.coach("x", "y")
 
 
+def test_few_shot_coach_and_refine_prompts_are_used_as_written(tiny, tmp_path):
+    """mlmt.coach_prompt / mlmt.refine_prompt: exact text with the attempt's and feedback's tails filled in;
+    braces in a problem stay; without the feedback (the dependence term's prompt) {feedback} is empty."""
+    from satseq.errors import ConfigError
+    from satseq.registry import get_method
+
+    _, tok = tiny
+    fmt = ChatMLMTFormat(tok, attempt_budget=8, feedback_budget=6, coach_prompt="Q: {problem} Tried: {attempt}\nCoach:",
+                         refine_prompt="Q: {problem} Tried: {attempt} Coach: {feedback}\nA:")
+    assert fmt.coach("What is {x}?", "so 3 + 4 = 7") == "Q: What is {x}? Tried: ... + 4 = 7\nCoach:"
+    assert fmt.refine("P", "A", "add 3 and 4 first") == "Q: P Tried: A Coach: ... first\nA:"
+    assert fmt.refine("P", "A", None) == "Q: P Tried: A Coach: \nA:"
+    with pytest.raises(ConfigError, match="mlmt.refine_prompt.*missing \\{feedback\\}"):
+        load_config(None, ["method=mlmt", "mlmt.refine_prompt='Q: {problem} {attempt}'"])
+    cfg = load_config(None, ["method=mlmt", f"output_dir={tmp_path}", "mlmt.coach_prompt='Coach {problem}: {attempt}'"])
+    with pytest.raises(ConfigError, match="^config key 'mlmt.coach_prompt': for chat models only"):
+        get_method("mlmt").prompt_format("embedded", tok, cfg)
+    assert get_method("mlmt").prompt_format("chat", tok, cfg).coach("p", "a") == "Coach p: a"
+
+
 def _hand_logprobs(model, prompt, response):
     ids = torch.tensor([prompt + response])
     with torch.no_grad():

@@ -48,3 +48,14 @@ def _takes_off(annotation) -> bool:
 
     return typing.get_origin(annotation) is Literal and "off" in typing.get_args(annotation)
 
+
+
+def turn_prompt(template, need: tuple[str, ...]):
+    """A turn's exact-text prompt template (``pag.verify_prompt``, ``mlmt.coach_prompt``, ...): None, or
+    a text containing every placeholder of ``need``; raises ValueError naming the missing ones."""
+    if template is None:
+        return template
+    missing = [p for p in need if p not in template]
+    if missing:
+        raise ValueError(f"the template must contain {', '.join(need)}; missing {', '.join(missing)}")
+    return template

@@ -88,13 +88,6 @@ class ChatPAGFormat(ChatFormat):
         self.verification_budget = verification_budget
         self.verify_prompt, self.revise_prompt = verify_prompt, revise_prompt  # pag.verify_prompt / revise_prompt
 
-    @staticmethod
-    def _fill(template: str, **values: str) -> str:
-        """``template`` with each ``{name}`` replaced (plain replacement: braces in a problem stay as they are)."""
-        for name, value in values.items():
-            template = template.replace("{" + name + "}", value)
-        return template
-
     def verify(self, problem: str, attempt: str) -> str:
         if self.verify_prompt is not None:  # exact text: a few-shot check for a base or small model
             return self._fill(self.verify_prompt, problem=problem, attempt=self._tail(attempt, self.attempt_budget))

@@ -66,6 +66,14 @@ class ChatFormat:
         text = (text or "").strip()
         return text if len(text) <= budget else "..." + text[-budget:]
 
+    @staticmethod
+    def _fill(template: str, **values: str) -> str:
+        """``template`` with each ``{name}`` replaced (plain replacement: braces in a problem stay as
+        they are). The exact-text turn prompts of PAG and MLMT (``pag.verify_prompt``, ``mlmt.coach_prompt``, ...)."""
+        for name, value in values.items():
+            template = template.replace("{" + name + "}", value)
+        return template
+
     def _wrap(self, user: str) -> str:
         if self.template == "raw":
             return user

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from satseq.config.section import Section
+from satseq.config.section import Section, turn_prompt
 
 
 class MLMTRoleConfig(Section):
@@ -33,3 +33,12 @@ class MLMTConfig(Section):
     lambda_conf: float = Field(0.0, description="weight of the solver's confidence conf(y^) in the coach reward (default 0: 0.1 did not help in measured runs, docs/mlmt.md)")
     lambda_dep: float = Field(0.1, description="weight of the context dependence dep(g) in the coach reward")
     dep_max: float = Field(1.0, ge=0.0, description="dep(g) is clipped to [0, dep_max] (nats per token)")
+    coach_prompt: Optional[str] = Field(
+        None, description="chat models: the coach turn's prompt as exact text, with {problem} and {attempt} (e.g. a few-shot feedback for a small model); None = the chat instruction")
+    refine_prompt: Optional[str] = Field(
+        None, description="chat models: the refine turn's prompt as exact text, with {problem}, {attempt} and {feedback}; the dependence term's prompt without the feedback is it with {feedback} empty; None = the chat instruction")
+
+    @field_validator("coach_prompt", "refine_prompt")
+    @classmethod
+    def _placeholders(cls, t: Optional[str], info) -> Optional[str]:
+        return turn_prompt(t, ("{problem}", "{attempt}") + (("{feedback}",) if info.field_name == "refine_prompt" else ()))

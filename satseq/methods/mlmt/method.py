@@ -50,10 +50,16 @@ class MLMT(Method):
         return {SOLVER: SOLVER, COACH: COACH}
 
     def prompt_format(self, kind, tokenizer, cfg):
+        from satseq.errors import ConfigError
         from satseq.workflows.mlmt_prompts import make_mlmt_format
 
+        for key in ("coach_prompt", "refine_prompt"):
+            if kind == "embedded" and getattr(cfg.mlmt, key) is not None:
+                raise ConfigError(f"config key 'mlmt.{key}': for chat models only; the embedded model has its own "
+                                  "coach and refine format (satseq/workflows/mlmt_prompts.py)")
         return make_mlmt_format(kind, tokenizer, chat_template=cfg.model.chat_template,
-                                template=cfg.data.prompt_template)
+                                template=cfg.data.prompt_template, coach_prompt=cfg.mlmt.coach_prompt,
+                                refine_prompt=cfg.mlmt.refine_prompt)
 
     def embedded_task(self, seed: int = 0):
         from satseq.data.sum_of_three import SumOfThreeTask

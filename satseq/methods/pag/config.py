@@ -5,7 +5,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from satseq.config.section import Section
+from satseq.config.section import Section, turn_prompt
 
 
 class PAGConfig(Section):
@@ -29,10 +29,5 @@ class PAGConfig(Section):
     @field_validator("verify_prompt", "revise_prompt")
     @classmethod
     def _placeholders(cls, t: Optional[str], info) -> Optional[str]:
-        if t is None:
-            return t
-        need = ("{problem}", "{attempt}") + (("{verification}",) if info.field_name == "revise_prompt" else ())
-        missing = [p for p in need if p not in t]
-        if missing:
-            raise ValueError(f"the template must contain {', '.join(need)}; missing {', '.join(missing)}")
-        return t
+        return turn_prompt(t, ("{problem}", "{attempt}")
+                           + (("{verification}",) if info.field_name == "revise_prompt" else ()))
