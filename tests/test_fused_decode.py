@@ -168,3 +168,38 @@ def test_finished_rows_are_dropped_without_changing_any_row(tiny, monkeypatch, g
     assert [g.finish_reason for g in fused] == [g.finish_reason for g in plain]
     assert _max_gap(model, tok, fused) <= 1
     assert len({len(g.response_ids) for g in fused}) > 3
+
+
+def test_common_prefix_of_left_padded_prompts_by_hand():
+    ids = torch.tensor([[0, 0, 5, 6, 7, 8], [5, 6, 7, 9, 1, 2], [0, 5, 6, 7, 8, 3]])
+    mask = (ids != 0).long()
+    assert fused_decode.common_prefix(ids, mask) == 3  # 5 6 7, then 8 / 9 / 8
+    same = torch.tensor([[0, 5, 6, 7], [5, 6, 7, 8]])
+    assert fused_decode.common_prefix(same, (same != 0).long()) == 2  # the shorter keeps a token of its own
+    assert fused_decode.common_prefix(torch.tensor([[1, 2], [3, 2]]), torch.ones(2, 2)) == 0
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("gemm", ["torch", "auto"])
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_a_shared_few_shot_header_is_prefilled_once_without_changing_any_row(tiny, monkeypatch, arch, gemm):
+    """Distinct prompts opening with the same header (a few-shot prompt): the header is prefilled once and
+    the rows' tokens, finish reasons and log-probs are those of the plain forward (to fp32 rounding)."""
+    model, tok = tiny
+    if arch != "qwen2":
+        model = _small_llama(len(tok), tok.pad_token_id, tok.eos_token_id)
+    header = "111+222=333|404+505=909|"
+    prompts = [_enc(tok, header + p) for p in PROMPTS] * 3  # rests of different lengths, each prompt thrice
+    shared = []
+    original = fused_decode.FusedDecoder._prefill_shared
+    monkeypatch.setattr(fused_decode.FusedDecoder, "_prefill_shared",
+                        lambda self, *a: (shared.append(a[4]), original(self, *a))[1])
+    sp = SamplingParams(max_new_tokens=24, stop=tuple("aeiou0"))
+    gemm = gemm if gemm == "auto" else _gemm(gemm)
+    fused = HFEngine(tok, gemm=gemm).generate(model, prompts, sp, torch.Generator().manual_seed(3))
+    plain = HFEngine(tok, fused=False).generate(model, prompts, sp, torch.Generator().manual_seed(3))
+    assert shared and shared[0] >= len(_enc(tok, header)) >= fused_decode.MIN_SHARED_PREFIX
+    assert [g.response_ids for g in fused] == [g.response_ids for g in plain]
+    assert [g.finish_reason for g in fused] == [g.finish_reason for g in plain]
+    assert _max_gap(model, tok, fused) <= 1
+    assert len({tuple(g.response_ids) for g in fused}) > 3

@@ -7,6 +7,8 @@
     python bench/rollout/throughput.py kernels [--rows 32] [--threads 2] [--out DIR]
     .venv-vllm/bin/python bench/rollout/throughput.py stages [--recipe recipes/smollm2/sat_seq.yaml] [--engines hf vllm]
         [--stages 4] [--rounds 2] [--threads 2] [--out DIR] [key=value ...]
+    python bench/rollout/throughput.py few-shot [--recipe recipes/smollm2/mlmt_sum3.yaml] [--problems 32] [--n 3]
+        [--threads 1] [--repeats 3] [--out DIR]
 
 ``tiny`` (``make bench``): decode throughput of the rollout engine vs. transformers' ``generate`` on the
 embedded model. Prints tokens/s for each (sampled, T=1). Run it alone: the 2 cores are easily
@@ -51,6 +53,17 @@ has (``F.linear``, ``torch.mm`` on a pre-transposed weight, MKL's packed GEMM, o
 fp32 and bf16, best of ``--repeats``; each against its own roofline, ``max(FLOPs / GEMM peak, weight
 bytes / copy bandwidth)``, and a decode step's GEMMs summed per kernel and with the best kernel per GEMM.
 Writes ``decode_gemms.json`` under ``--out``.
+
+``few-shot``: prompts that open with the same few-shot header (a small model's two-shot prompt, as in
+``recipes/smollm2/``): SmolLM2-135M, satseq's engine with the header prefilled once for the batch
+(``fused_decode.MIN_SHARED_PREFIX``, the default) against every distinct prompt prefilled whole (the
+engine before it), interleaved for ``--repeats`` rounds after a warm-up, fp32. The prompts are the
+recipe's turns as a held-out evaluation sends them: the solve prompt (``data.prompt_template``) and,
+where the recipe has them, the exact-text later turns (``mlmt.coach_prompt`` / ``refine_prompt``,
+``pag.verify_prompt`` / ``revise_prompt``) filled with a fixed attempt; ``--problems`` problems of
+``data.eval`` × ``--n`` samples each, the recipe's ``rollout.max_new_tokens`` and stop. Prints the median
+seconds per call, the ratio, the prompt tokens prefilled each way, and whether both gave the same tokens.
+Writes ``few_shot.json`` under ``--out``.
 
 ``stages``: whole training stages of a recipe (SAT-Seq's three LoRA agents on SmolLM2 by default) on
 each engine: ``satseq train RECIPE rollout.engine=E`` for ``--stages`` stages in a fresh process per
@@ -569,6 +582,98 @@ def stages(a) -> None:
     (out / "engine_stages.json").write_text(json.dumps(result, indent=1))
 
 
+def few_shot_prompts(cfg, problems: list[str]) -> dict[str, list[str]]:
+    """The recipe's turn prompts for ``problems``: the solve prompt and its exact-text later turns,
+    filled with a fixed wrong attempt (what a held-out evaluation's turns 2 and 3 look like)."""
+    from satseq.workflows.prompts import render_problem
+
+    fill = {"attempt": "2 + 3 + 4 = 8. The answer is 8.", "feedback": "First add 2 + 3 = 5. Then add 4 to 5.",
+            "verification": "2 + 3 = 5. 5 + 4 = 9. 9 is not 8. The answer is wrong."}
+    out = {"solve": [render_problem(cfg.data.prompt_template, p) for p in problems]}
+    for section, key in [("mlmt", "coach_prompt"), ("mlmt", "refine_prompt"), ("pag", "verify_prompt"),
+                         ("pag", "revise_prompt")]:
+        template = getattr(getattr(cfg, section), key, None)
+        if template:
+            filled = []
+            for p in problems:
+                text = template.replace("{problem}", p)
+                for name, value in fill.items():
+                    text = text.replace("{" + name + "}", value)
+                filled.append(text)
+            out[f"{section}.{key}"] = filled
+    return out
+
+
+def few_shot(a) -> None:
+    import torch
+
+    from satseq.config import load_config
+    from satseq.data.loading import load_problems
+    from satseq.models.loading import load_causal_lm
+    from satseq.rollout import fused_decode
+    from satseq.rollout.hf_engine import HFEngine
+    from satseq.rollout.types import SamplingParams
+
+    torch.set_num_threads(a.threads)
+    cfg = load_config(a.recipe, [])
+    problems = [p.problem for p in load_problems(cfg.data.eval)[: a.problems]]
+    turns = few_shot_prompts(cfg, problems)
+    model, tok = load_causal_lm("smollm2")
+    model.eval()
+    sp = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=1.0, stop=tuple(cfg.rollout.stop))
+    engine = HFEngine(tok, fused=True, gemm=cfg.rollout.decode_gemm)
+    batches = {t: [tok(x, add_special_tokens=False)["input_ids"] for x in ps for _ in range(a.n)]
+               for t, ps in turns.items()}
+    default = fused_decode.MIN_SHARED_PREFIX
+
+    def call(shared: bool, ids):
+        fused_decode.MIN_SHARED_PREFIX = default if shared else 10 ** 9
+        try:
+            t0 = time.perf_counter()
+            out = engine.generate(model, ids, sp, torch.Generator().manual_seed(0))
+            return time.perf_counter() - t0, [g.response_ids for g in out]
+        finally:
+            fused_decode.MIN_SHARED_PREFIX = default
+
+    rows = {}
+    for turn, ids in batches.items():
+        call(True, ids), call(False, ids)  # warm-up: the fused weights, the allocator
+        times = {True: [], False: []}
+        same = True
+        for _ in range(a.repeats):
+            (ts, a_out), (tw, b_out) = call(True, ids), call(False, ids)
+            times[True].append(ts)
+            times[False].append(tw)
+            same &= a_out == b_out
+        distinct = [list(x) for x in {tuple(x) for x in ids}]
+        lengths = [len(x) for x in distinct]
+        shared_len = fused_decode.common_prefix(*_left_padded(distinct))
+        rows[turn] = {"rows": len(ids), "distinct_prompts": len(distinct), "header_tokens": shared_len,
+                      "prefill_tokens_whole": sum(lengths),
+                      "prefill_tokens_shared": shared_len + sum(n - shared_len for n in lengths),
+                      "seconds_shared": statistics.median(times[True]), "seconds_whole": statistics.median(times[False]),
+                      "same_tokens": same}
+        r = rows[turn]
+        print(f"{turn:>20}: {r['rows']} rows, {r['distinct_prompts']} distinct prompts, header {shared_len} tokens; "
+              f"prefilled {r['prefill_tokens_whole']:,} -> {r['prefill_tokens_shared']:,} tokens; "
+              f"{r['seconds_whole']:.2f} s -> {r['seconds_shared']:.2f} s a call "
+              f"({r['seconds_whole'] / r['seconds_shared']:.2f}x); same tokens: {same}")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "few_shot.json").write_text(json.dumps({"recipe": a.recipe, "threads": a.threads, "n": a.n,
+                                                    "repeats": a.repeats, "turns": rows}, indent=1))
+    print(f"wrote {out / 'few_shot.json'}")
+
+
+def _left_padded(prompts: list[list[int]]):
+    import torch
+
+    P = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (P - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompts])
+    return ids, mask
+
+
 def profile_rollout(fn, tokens: int) -> None:
     """Self time by operator of one call (weights already built), and the tok/s of that call."""
     from torch.profiler import ProfilerActivity, profile
@@ -650,8 +755,16 @@ def main(argv=None) -> None:
     g.add_argument("--out", default="outputs/bench_engine_stages")
     g.add_argument("--report", action="store_true", help="only the table of the runs already in --out (an interrupted bench)")
     g.add_argument("overrides", nargs="*", help="key=value overrides for every run")
+    f = sub.add_parser("few-shot", help="SmolLM2-135M: a few-shot header prefilled once against every prompt whole")
+    f.add_argument("--recipe", default="recipes/smollm2/mlmt_sum3.yaml")
+    f.add_argument("--problems", type=int, default=32)
+    f.add_argument("--n", type=int, default=3, help="samples per problem")
+    f.add_argument("--threads", type=int, default=1)
+    f.add_argument("--repeats", type=int, default=3)
+    f.add_argument("--out", default="outputs/bench_few_shot")
     a = ap.parse_args(argv)
-    {"tiny": tiny, "roofline": roofline, "engines": engines, "kernels": kernels, "stages": stages}[a.bench](a)
+    {"tiny": tiny, "roofline": roofline, "engines": engines, "kernels": kernels, "stages": stages,
+     "few-shot": few_shot}[a.bench](a)
 
 
 if __name__ == "__main__":

@@ -215,11 +215,29 @@ class Lin:
         return F.linear(x, self.w, self.b)
 
 
+#: the fewest tokens of a common header worth prefilling once (below it, the prompts go through whole)
+MIN_SHARED_PREFIX = 16
+
+
+def common_prefix(ids: torch.Tensor, mask: torch.Tensor) -> int:
+    """How many leading real tokens every left-padded prompt of ``ids`` shares, at most each prompt's
+    length minus one (every prompt keeps a token of its own, whose logits start its answer)."""
+    lengths = mask.sum(1)
+    P, n = ids.shape[1], int(lengths.min()) - 1
+    if n <= 0:
+        return 0
+    rows = torch.stack([ids[u, P - int(lengths[u]): P - int(lengths[u]) + n] for u in range(len(ids))])
+    same = (rows == rows[:1]).all(0)
+    return n if bool(same.all()) else int((~same).nonzero()[0])
+
+
 class FusedDecoder:
     """Prefill + step-by-step decode for one batch, with a preallocated KV cache.
 
     Rows with the same (padded) prompt — a GRPO group's samples, a relay's repeated problem — are
-    prefilled once and their cache copied: the prefill costs the distinct prompts, not the rows."""
+    prefilled once and their cache copied: the prefill costs the distinct prompts, not the rows. Distinct
+    prompts that open with the same header of at least ``MIN_SHARED_PREFIX`` tokens (a few-shot prompt)
+    prefill the header once (:meth:`_prefill_shared`)."""
 
     def __init__(self, w: FusedWeights, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                  max_new_tokens: int):
@@ -237,7 +255,12 @@ class FusedDecoder:
         uniq, inverse = torch.unique(ids, dim=0, return_inverse=True)
         first = torch.full((len(uniq),), B, dtype=torch.long, device=dev).scatter_reduce(
             0, inverse, torch.arange(B, device=dev), reduce="amin")
-        self._first = self._prefill(ids[first], positions[first], self.valid[first, :P], inverse)
+        shared = common_prefix(ids[first], mask[first]) if len(first) > 1 else 0
+        if shared >= MIN_SHARED_PREFIX:
+            self._first = self._prefill_shared(ids[first], mask[first], positions[first], inverse, shared,
+                                               max_new_tokens)
+        else:
+            self._first = self._prefill(ids[first], positions[first], self.valid[first, :P], inverse)
 
     def first_logits(self) -> torch.Tensor:
         return self._first
@@ -252,22 +275,67 @@ class FusedDecoder:
     @torch.no_grad()
     def _prefill(self, ids, positions, valid, rows) -> torch.Tensor:
         """Prefill the distinct prompts ``ids``; row r of the batch is distinct prompt ``rows[r]``."""
-        w, (B, P) = self.w, ids.shape
-        x = F.embedding(ids, w.embed)
-        cos, sin = w.rope(x, positions)
+        P = ids.shape[1]
         causal = torch.ones(P, P, dtype=torch.bool, device=ids.device).tril()
         allowed = causal[None] & valid[:, None, :]
         allowed |= torch.eye(P, dtype=torch.bool, device=ids.device)[None]  # pad queries see themselves
-        allowed = allowed[:, None]
+        return self._run_block(ids, positions, allowed[:, None], rows, slot=0)
+
+    @torch.no_grad()
+    def _prefill_shared(self, ids, mask, positions, rows, shared: int, max_new_tokens: int) -> torch.Tensor:
+        """Prefill distinct prompts that begin with the same ``shared`` tokens (a few-shot header): the
+        header once, as one sequence, its keys and values copied to every row; then each prompt's rest,
+        attending to the header and to itself. The cache then holds ``[header | left-padded rests]``:
+        attention depends on positions (RoPE), not on cache slots, so this is the same computation as
+        the whole prompts prefilled together, up to floating-point rounding (other GEMM shapes)."""
+        U, P = ids.shape
+        dev = ids.device
+        lengths = mask.sum(1)
+        starts = P - lengths  # left padding
+        head_ids = ids[0, starts[0]: starts[0] + shared][None]
+        self._run_block(head_ids, torch.arange(shared, device=dev)[None],
+                        torch.ones(1, 1, shared, shared, dtype=torch.bool, device=dev).tril(),
+                        torch.zeros(len(rows), dtype=torch.long, device=dev), slot=0)
+        R = int((lengths - shared).max())  # the longest rest; rests are left-padded to R
+        rest = torch.full((U, R), int(ids[0, -1]), dtype=ids.dtype, device=dev)
+        rest_valid = torch.zeros(U, R, dtype=torch.bool, device=dev)
+        for u in range(U):
+            n = int(lengths[u]) - shared
+            rest[u, R - n:] = ids[u, P - n:]
+            rest_valid[u, R - n:] = True
+        rest_pos = positions[:, P - R:]  # real tokens keep their positions (shared, shared + 1, ...)
+        B, S = len(rows), self.keys[0].shape[2] - P + shared + R
+        self.keys = [k[:, :, :S] for k in self.keys]  # the cache is now shared + R + max_new_tokens long
+        self.values = [v[:, :, :S] for v in self.values]
+        self.valid = torch.zeros(B, S, dtype=torch.bool, device=dev)
+        self.valid[:, :shared] = True
+        self.valid[:, shared: shared + R] = rest_valid[rows]
+        self.length = shared + R
+        causal = torch.ones(R, R, dtype=torch.bool, device=dev).tril() & rest_valid[:, None, :]
+        causal |= torch.eye(R, dtype=torch.bool, device=dev)[None]  # pad queries see themselves
+        allowed = torch.cat([torch.ones(U, R, shared, dtype=torch.bool, device=dev), causal], dim=2)
+        return self._run_block(rest, rest_pos, allowed[:, None], rows, slot=shared)
+
+    def _run_block(self, ids, positions, allowed, rows, slot: int) -> torch.Tensor:
+        """Run ``ids`` ``[N, T]`` through the layers, attending to the cache's first ``slot`` slots (the
+        same for every sequence: a shared header, taken from batch row 0) and to themselves under
+        ``allowed`` ``[N, 1, T, slot + T]``; write their keys and values into slots ``slot:slot + T`` of
+        the batch rows (row r gets sequence ``rows[r]``); return the batch's next-token logits."""
+        w, (N, T) = self.w, ids.shape
+        x = F.embedding(ids, w.embed)
+        cos, sin = w.rope(x, positions)
         for i, L in enumerate(w.layers):
-            q, k, v = w.split_qkv(L["qkv"](w.rms(x, L["ln1"])), B, P)
+            q, k, v = w.split_qkv(L["qkv"](w.rms(x, L["ln1"])), N, T)
             q, k = w.rotate(q, cos, sin), w.rotate(k, cos, sin)
-            self.keys[i][:, :, :P] = k[rows]
-            self.values[i][:, :, :P] = v[rows]
+            self.keys[i][:, :, slot: slot + T] = k[rows]
+            self.values[i][:, :, slot: slot + T] = v[rows]
+            if slot:
+                k = torch.cat([self.keys[i][:1, :, :slot].expand(N, -1, -1, -1), k], dim=2)
+                v = torch.cat([self.values[i][:1, :, :slot].expand(N, -1, -1, -1), v], dim=2)
             if self.group > 1:
                 k, v = k.repeat_interleave(self.group, dim=1), v.repeat_interleave(self.group, dim=1)
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=self.scale)
-            x = x + L["o"](a.transpose(1, 2).reshape(B, P, w.q_size))
+            x = x + L["o"](a.transpose(1, 2).reshape(N, T, w.q_size))
             x = x + w.mlp(w.rms(x, L["ln2"]), L, decode=False)
         return w.logits(x[:, -1], decode=True)[rows]
 
