@@ -5,7 +5,7 @@ it returns the exact per-token log-probabilities of the sampled tokens without a
 random number comes from the episode's own stream (:mod:`satseq.rollout.streams`: a seed fixes a
 run, a resumed run continues the same streams, and any split of a batch samples the same tokens),
 and it is faster. Llama-family models step through :mod:`satseq.rollout.fused_decode` (fused
-weights, preallocated KV cache, a group's prompt prefilled once, finished rows dropped); any other
+weights, preallocated KV cache, a group's prompt and a batch's shared few-shot header prefilled once, finished rows dropped); any other
 causal LM through its own forward with a ``DynamicCache``. Sampling is an exact inverse CDF with one
 uniform per row (:func:`inverse_cdf`), much cheaper than ``torch.multinomial`` over a 49k vocabulary.
 SmolLM2-135M: 1.8× ``generate`` on this CPU (bench/rollout/throughput.py roofline, docs/results.md).
