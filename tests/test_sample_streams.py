@@ -16,9 +16,10 @@ def _enc(tok, s):
 
 
 @pytest.mark.numerics
-def test_engine_batch_size_does_not_change_the_samples(tiny):
+@pytest.mark.parametrize("header", ["", "111+222=333|404+505=909|"])  # a few-shot header: prefilled once a batch
+def test_engine_batch_size_does_not_change_the_samples(tiny, header):
     model, tok = tiny
-    prompts = [_enc(tok, p) for p in ["347+589=", "12+5=", "1=", "0936|0926|12+5=", "77+7="]] * 2
+    prompts = [_enc(tok, header + p) for p in ["347+589=", "12+5=", "1=", "0936|0926|12+5=", "77+7="]] * 2
     sp = SamplingParams(max_new_tokens=16)
     whole = HFEngine(tok, batch_size=64).generate(model, prompts, sp, torch.Generator().manual_seed(5))
     split = HFEngine(tok, batch_size=3).generate(model, prompts, sp, torch.Generator().manual_seed(5))
