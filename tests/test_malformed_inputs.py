@@ -164,7 +164,8 @@ def test_alias_bomb_is_cheap(tmp_path):
     elapsed = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert elapsed < 1.0 and peak < 20 * 2**20, (elapsed, peak)
+    # a bound against an exponential expansion (minutes), not a timing: loose enough for a loaded machine
+    assert elapsed < 10.0 and peak < 20 * 2**20, (elapsed, peak)
 
 
 def test_a_large_aliased_value_in_an_error_is_shown_short(tmp_path):
@@ -175,7 +176,7 @@ def test_a_large_aliased_value_in_an_error_is_shown_short(tmp_path):
     t0 = time.perf_counter()
     with pytest.raises(ConfigError) as exc:
         load_config(cfg)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 10.0  # a bound against rendering thousands of nodes, not a timing
     assert len(str(exc.value)) < 300 and "seed" in str(exc.value), str(exc.value)
 
 
