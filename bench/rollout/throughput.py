@@ -612,6 +612,7 @@ def few_shot(a) -> None:
     from satseq.models.loading import load_causal_lm
     from satseq.rollout import fused_decode
     from satseq.rollout.hf_engine import HFEngine
+    from satseq.rollout.padding import left_pad
     from satseq.rollout.types import SamplingParams
 
     torch.set_num_threads(a.threads)
@@ -647,7 +648,7 @@ def few_shot(a) -> None:
             same &= a_out == b_out
         distinct = [list(x) for x in {tuple(x) for x in ids}]
         lengths = [len(x) for x in distinct]
-        shared_len = fused_decode.common_prefix(*_left_padded(distinct))
+        shared_len = fused_decode.common_prefix(*left_pad(distinct, 0))
         rows[turn] = {"rows": len(ids), "distinct_prompts": len(distinct), "header_tokens": shared_len,
                       "prefill_tokens_whole": sum(lengths),
                       "prefill_tokens_shared": shared_len + sum(n - shared_len for n in lengths),
@@ -663,15 +664,6 @@ def few_shot(a) -> None:
     (out / "few_shot.json").write_text(json.dumps({"recipe": a.recipe, "threads": a.threads, "n": a.n,
                                                     "repeats": a.repeats, "turns": rows}, indent=1))
     print(f"wrote {out / 'few_shot.json'}")
-
-
-def _left_padded(prompts: list[list[int]]):
-    import torch
-
-    P = max(len(p) for p in prompts)
-    ids = torch.tensor([[0] * (P - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompts])
-    return ids, mask
 
 
 def profile_rollout(fn, tokens: int) -> None:

@@ -110,3 +110,14 @@ def make_format(kind: str, tokenizer, *, chat_template: str = "auto", show_previ
     return ChatFormat(tokenizer, use_chat_template=chat_template != "never",
                       show_responses=show_previous == "responses", response_budget=previous_budget,
                       template=template, hide_previous=show_previous == "none")
+
+
+def check_turn_prompts(kind: str, name: str, section, keys: tuple[str, ...], own: str) -> None:
+    """Refuse an exact-text turn prompt (``pag.verify_prompt``, ``mlmt.coach_prompt``, ...) for the
+    embedded model, which has its own turn format (``own``: what it is and where it lives)."""
+    from satseq.errors import ConfigError
+
+    for key in keys:
+        if kind == "embedded" and getattr(section, key) is not None:
+            raise ConfigError(f"config key '{name}.{key}': for chat models only; the embedded model has its own {own}")
+

@@ -50,13 +50,11 @@ class MLMT(Method):
         return {SOLVER: SOLVER, COACH: COACH}
 
     def prompt_format(self, kind, tokenizer, cfg):
-        from satseq.errors import ConfigError
         from satseq.workflows.mlmt_prompts import make_mlmt_format
+        from satseq.workflows.prompts import check_turn_prompts
 
-        for key in ("coach_prompt", "refine_prompt"):
-            if kind == "embedded" and getattr(cfg.mlmt, key) is not None:
-                raise ConfigError(f"config key 'mlmt.{key}': for chat models only; the embedded model has its own "
-                                  "coach and refine format (satseq/workflows/mlmt_prompts.py)")
+        check_turn_prompts(kind, "mlmt", cfg.mlmt, ("coach_prompt", "refine_prompt"),
+                           "coach and refine format (satseq/workflows/mlmt_prompts.py)")
         return make_mlmt_format(kind, tokenizer, chat_template=cfg.model.chat_template,
                                 template=cfg.data.prompt_template, coach_prompt=cfg.mlmt.coach_prompt,
                                 refine_prompt=cfg.mlmt.refine_prompt)

@@ -35,13 +35,11 @@ class PAG(Method):
         return {"max_policy_turns": cfg.pag.max_policy_turns, "verify_last": cfg.pag.verify_last}
 
     def prompt_format(self, kind, tokenizer, cfg):
-        from satseq.errors import ConfigError
         from satseq.workflows.pag_prompts import make_pag_format
+        from satseq.workflows.prompts import check_turn_prompts
 
-        for key in ("verify_prompt", "revise_prompt"):
-            if kind == "embedded" and getattr(cfg.pag, key) is not None:
-                raise ConfigError(f"config key 'pag.{key}': for chat models only; the embedded model has its own "
-                                  "verify and revise format (satseq/workflows/pag_prompts.py)")
+        check_turn_prompts(kind, "pag", cfg.pag, ("verify_prompt", "revise_prompt"),
+                           "verify and revise format (satseq/workflows/pag_prompts.py)")
         return make_pag_format(kind, tokenizer, chat_template=cfg.model.chat_template,
                                template=cfg.data.prompt_template, verify_prompt=cfg.pag.verify_prompt,
                                revise_prompt=cfg.pag.revise_prompt)
