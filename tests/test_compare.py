@@ -55,6 +55,8 @@ BAD = [
     ("budget: {tokens: 10}\nruns:\n  - {name: a/b, method: grpo}\n", ":3: key 'runs.0.name'"),
     ("budget: {tokens: 10}\nbudget: {seconds: 1}\nruns: [{name: a, method: grpo}]\n", ":2: duplicate key"),
     ("budget: {tokens: -1}\nruns: [{name: a, method: grpo}]\n", ":1: key 'budget.tokens'"),
+    ("budget: {tokens: 10}\neval: {max_new_tokens: 0}\nruns: [{name: a, method: grpo}]\n",
+     ":2: key 'eval.max_new_tokens'"),
 ]
 
 
@@ -154,7 +156,8 @@ def test_killed_comparison_resumes_exactly(compared, tiny_dir, tmp_path):
 
 def test_runs_option_runs_and_reports_only_the_named_runs(tiny_dir, tmp_path):
     f = tmp_path / "c.yaml"
-    f.write_text(_spec(tiny_dir, tmp_path / "out"))
+    f.write_text(_spec(tiny_dir, tmp_path / "out").replace("eval: {problems: 4, n: 2, k: 2}",
+                                                           "eval: {problems: 4, n: 2, k: 2, max_new_tokens: 3}"))
     r = _compare([str(f), "--no_progress", "--runs", "nope,grpo"])
     assert r.returncode == 2 and "--runs nope: not a run or cell" in r.stderr and "grpo, sat_seq" in r.stderr
     assert not (tmp_path / "out").exists()
@@ -165,6 +168,12 @@ def test_runs_option_runs_and_reports_only_the_named_runs(tiny_dir, tmp_path):
     assert not (tmp_path / "out" / "sat_seq_seed0").exists()
     md = (tmp_path / "out" / "comparison.md").read_text()
     assert "| **grpo** (grpo) |" in md and "sat_seq" not in md
+    # eval.max_new_tokens reaches every evaluation: the run's and its warm start's
+    import yaml
+    evals = sorted((tmp_path / "out" / "evals").iterdir())
+    assert len(evals) >= 2, evals
+    for d in evals:
+        assert yaml.safe_load((d / "inference_config.yaml").read_text())["max_new_tokens"] == 3, d
 
 
 # ---------------------------------------------------------------------------- the baselines

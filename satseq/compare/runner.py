@@ -131,7 +131,7 @@ def evaluate(spec: CompareSpec, target: Path, out_dir: Path, stage: Optional[int
 
     e = spec.eval
     metrics = run_evaluation(e.dataset, target, out_dir, n=e.n, ks=sorted({1, e.k}), temperature=e.temperature,
-                             top_p=e.top_p, limit=e.problems, data_dir=e.data_dir, batch_size=e.batch_size,
+                             top_p=e.top_p, max_new_tokens=e.max_new_tokens, limit=e.problems, data_dir=e.data_dir, batch_size=e.batch_size,
                              threads=spec.threads, stage=stage, seed=e.seed, show_progress=False, show_table=False,
                              console=_quiet)
     return metrics, read_jsonl(out_dir / PREDICTIONS, allow_partial_last_line=True)
