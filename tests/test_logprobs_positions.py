@@ -1,6 +1,6 @@
 """The trainer's forward: only the positions that predict response tokens reach the LM head
 (``logits_to_keep``), and without full logits asked for, the head runs over a few positions at a
-time (checkpointed under autograd). Log-probs and gradients are those of the plain full forward."""
+time (under autograd, recomputed in backward when the batch's log-softmax is large). Log-probs and gradients are those of the plain full forward."""
 import pytest
 import torch
 from numerics import fp_tol
@@ -39,6 +39,41 @@ def test_chunked_logprobs_and_grads_equal_the_full_forward(tiny, monkeypatch, ch
     for a, b in zip(g1, g2):
         if a is not None or b is not None:
             torch.testing.assert_close(a, b, rtol=0, atol=fp_tol(b))
+
+
+@pytest.mark.parametrize("mode", ["full", "lora"])
+def test_kept_and_recomputed_chunks_give_the_same_bits(tiny, monkeypatch, mode):
+    """Below KEEP_LOGITS_BYTES the chunks' log-softmax is kept for backward (one head pass per chunk);
+    above it each chunk is recomputed in backward (two). Same chunks, so the same log-probs and
+    gradients bit for bit."""
+    import copy
+
+    from satseq.models.agents import AgentPool
+
+    monkeypatch.setattr(lpmod, "CHUNK_BYTES", 1)  # one position per chunk: 6 chunks
+
+    def run(keep_bytes):
+        monkeypatch.setattr(lpmod, "KEEP_LOGITS_BYTES", keep_bytes)
+        model, tok = copy.deepcopy(tiny[0]), tiny[1]
+        torch.manual_seed(0)
+        pool = AgentPool.full(["a"], [model], tok) if mode == "full" else \
+            AgentPool.lora(["a"], model, tok, r=4, dropout=0.0)
+        m = pool.module("a")
+        head = m.get_output_embeddings()
+        calls = []
+        forward = head.forward
+        head.forward = lambda x: calls.append(x.shape[:-1]) or forward(x)
+        lp, _ = lpmod.response_logprobs(m, PROMPTS, RESPONSES, tok.pad_token_id, temperature=0.7)
+        (lp * torch.arange(1, 7)).sum().backward()
+        grads = {n: p.grad.clone() for n, p in pool.named_trainable("a").items() if p.grad is not None}
+        return lp.detach(), grads, len(calls)
+
+    kept, recomputed = run(2**40), run(0)
+    assert kept[2] == 6 and recomputed[2] == 12  # the head ran once per chunk, or again in backward
+    assert torch.equal(kept[0], recomputed[0])
+    assert kept[1].keys() == recomputed[1].keys() and kept[1]
+    for n in kept[1]:
+        assert torch.equal(kept[1][n], recomputed[1][n]), n
 
 
 @pytest.mark.numerics

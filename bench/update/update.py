@@ -1,9 +1,10 @@
-"""The cost of one update: its peak memory, bf16 autocast, shared prompt prefixes, and per-rank memory under FSDP2.
+"""The cost of one update: its peak memory, bf16 autocast, shared prompt prefixes, the kept log-softmax, and per-rank memory under FSDP2.
 
     python bench/update/update.py memory [--batch 32] [--prompt 36] [--response 64] [--threads 1]
     python bench/update/update.py autocast [--batch 16] [--prompt 36] [--response 64] [--threads 1] [--repeats 3]
     python bench/update/update.py shared-prefix [--mode lora|full] [--rounds 5] [--threads 1] [--out FILE]
     python bench/update/update.py shared-prefix --response-min 6 --response 64   # ragged responses: length buckets
+    python bench/update/update.py keep-logits [--mode lora|full] [--rounds 5] [--threads 1] [--out FILE]
     python bench/update/update.py fsdp-memory [--out /tmp/fsdp_memory] [--rows 4] [--prompt 32] [--response 32]
 
 Each subcommand was its own script (bench/update_memory.py, bench/autocast_update.py,
@@ -39,6 +40,13 @@ continuation (B, satseq/rollout/prefix_sharing.py), and shared prefixes with row
 run together (C, satseq/rollout/length_buckets.py, what the trainer does); the ratios of medians
 against A are printed with the per-round times. Also checks that all give the same log-probs. Timings
 are only meaningful on an otherwise idle machine.
+
+``keep-logits``: the trainer's forward + backward with the LM head's log-softmax kept for backward
+(below ``satseq.rollout.logprobs.KEEP_LOGITS_BYTES``, the default for a batch this size) against each
+chunk recomputed in backward (``KEEP_LOGITS_BYTES = 0``: what every batch did before), interleaved in
+one process. The batch is SmolLM2 GRPO's (recipes/smollm2/grpo.yaml): 8 prompts x 4, a 70-token prompt,
+responses of 6..32 tokens. Checks that both give the same log-probs and gradients bit for bit, and
+prints the size of what is kept. Timings are only meaningful on an otherwise idle machine.
 
 ``fsdp-memory``: per-rank memory of a full fine-tuning update with AdamW: 1 rank, 2 ranks
 ``replicate``, 2 ranks ``fsdp2``. The model is SmolLM2-135M's shape (Llama: 30 layers, hidden 576, FFN
@@ -290,6 +298,59 @@ def shared_prefix(a) -> None:
         write_json(a.out, res)
 
 
+def keep_logits(a) -> None:
+    """The trainer's forward + backward: the chunks' log-softmax kept vs recomputed in backward."""
+    import torch
+
+    from satseq.models.loading import load_causal_lm
+    from satseq.rollout import logprobs as lpmod
+    from satseq.utils.io import write_json
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model, tok = load_causal_lm("smollm2")
+    pool = policy_pool(a.mode, model, tok)
+    m = pool.module("policy")
+    g = torch.Generator().manual_seed(0)
+    V = model.config.vocab_size
+    distinct = [torch.randint(0, V, (a.prompt,), generator=g).tolist() for _ in range(a.prompts)]
+    prompts = [p for p in distinct for _ in range(a.group)]
+    lengths = torch.randint(a.response_min, a.response + 1, (len(prompts),), generator=g).tolist()
+    responses = [torch.randint(0, V, (n,), generator=g).tolist() for n in lengths]
+    kept_bytes = len(prompts) * max(lengths) * V * 4
+    default = lpmod.KEEP_LOGITS_BYTES
+    settings = {"recomputed": 0, "kept": max(default, kept_bytes)}
+    times: dict[str, list[float]] = {k: [] for k in settings}
+    out: dict[str, tuple] = {}
+    for r in range(a.rounds):
+        for name, keep in settings.items():
+            lpmod.KEEP_LOGITS_BYTES = keep
+            t0 = time.perf_counter()
+            lp, _ = lpmod.response_logprobs(m, prompts, responses, tok.pad_token_id)
+            lp.sum().backward()
+            times[name].append(time.perf_counter() - t0)
+            out[name] = (lp.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None])
+            m.zero_grad(set_to_none=True)
+            print(f"round {r} {name:>10}: forward + backward {times[name][-1]:6.2f} s", flush=True)
+    lpmod.KEEP_LOGITS_BYTES = default
+    same = torch.equal(out["kept"][0], out["recomputed"][0]) and len(out["kept"][1]) == len(out["recomputed"][1]) \
+        and all(torch.equal(x, y) for x, y in zip(out["kept"][1], out["recomputed"][1]))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    res = {"mode": a.mode, "rows": len(prompts), "prompt_tokens": a.prompt, "response_tokens": [a.response_min, a.response],
+           "threads": a.threads, "rounds": a.rounds, "kept_bytes": kept_bytes, "default_keep_bytes": default,
+           "kept_by_default": kept_bytes <= default, "bit_identical": same, "median_s": med, "rounds_s": times,
+           "ratio": med["recomputed"] / med["kept"]}
+    print(f"\n{a.mode}, {len(prompts)} rows = {a.prompts} prompts x {a.group}, {a.prompt} + {a.response_min}.."
+          f"{a.response} tokens, {a.threads} thread(s), medians of {a.rounds}:")
+    print(f"| log-softmax in backward | forward + backward |\n|---|---|\n| recomputed per chunk | {med['recomputed']:.2f} s |\n"
+          f"| kept ({kept_bytes / 2**20:.0f} MiB; kept by default: {kept_bytes <= default}) | {med['kept']:.2f} s |")
+    print(f"ratio {res['ratio']:.2f}x; log-probs and gradients bit-identical: {same}")
+    if a.out:
+        write_json(a.out, res)
+    if not same:
+        sys.exit("bench/update/update.py keep-logits: kept and recomputed log-softmax disagree")
+
+
 def _bytes(tensors) -> int:
     from torch.distributed.tensor import DTensor
 
@@ -444,6 +505,16 @@ def main(argv=None) -> None:
     s.add_argument("--rounds", type=int, default=5)
     s.add_argument("--threads", type=int, default=1)
     s.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    k = sub.add_parser("keep-logits", help="the trainer's forward + backward: LM-head log-softmax kept vs recomputed in backward")
+    k.add_argument("--mode", choices=["lora", "full"], default="lora")
+    k.add_argument("--prompts", type=int, default=8)
+    k.add_argument("--group", type=int, default=4)
+    k.add_argument("--prompt", type=int, default=70)
+    k.add_argument("--response-min", type=int, default=6)
+    k.add_argument("--response", type=int, default=32)
+    k.add_argument("--rounds", type=int, default=5)
+    k.add_argument("--threads", type=int, default=1)
+    k.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     f = sub.add_parser("fsdp-memory", help="per-rank memory of a full update: 1 rank, 2 ranks replicate, 2 ranks fsdp2")
     f.add_argument("--out", default="/tmp/fsdp_memory")
     f.add_argument("--rows", type=int, default=4, help="rows of the update batch (split over the ranks)")
@@ -454,7 +525,8 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    {"memory": memory, "autocast": autocast, "shared-prefix": shared_prefix, "fsdp-memory": fsdp_memory}[a.bench](a)
+    {"memory": memory, "autocast": autocast, "shared-prefix": shared_prefix, "keep-logits": keep_logits,
+     "fsdp-memory": fsdp_memory}[a.bench](a)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,9 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
 # no logit scale): for them the log-probs can be computed from hidden states in chunks of positions.
 _PLAIN_HEAD = {"llama", "qwen2", "qwen3", "mistral"}
 CHUNK_BYTES = 64 * 2**20  # fp32 logits per chunk of positions in the chunked path
+#: under autograd, a batch whose fp32 log-softmax ``[B, R, V]`` is at most this large keeps it for backward;
+#: a larger one is recomputed chunk by chunk in backward (memory bounded by one chunk, one more head pass)
+KEEP_LOGITS_BYTES = 256 * 2**20
 
 
 def _decoder_and_head(model):
@@ -76,16 +79,20 @@ def chunked_response_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor,
                               temperature: float) -> torch.Tensor:
     """``log π(y_t | ·)`` from the hidden states that predict each response token (``[B, R, d]``,
     :func:`satseq.rollout.prefix_sharing.response_hidden`), the LM head applied to a few positions
-    at a time: the ``[B, R, V]`` logits never exist whole. Under autograd each chunk is checkpointed,
-    so backward recomputes its logits instead of keeping them (verl and TRL's chunked-entropy idea)."""
+    at a time: the ``[B, R, V]`` logits never exist whole. Under autograd, when the whole log-softmax
+    would exceed :data:`KEEP_LOGITS_BYTES`, each chunk is checkpointed, so backward recomputes its logits
+    instead of keeping them (verl and TRL's chunked-entropy idea); below it the chunks' log-softmax is
+    kept, which saves one LM-head pass and one log-softmax per chunk (the same chunks, so the same
+    numbers bit for bit; docs/performance.md)."""
     from torch.utils.checkpoint import checkpoint
 
     B, R = targets.shape
     step = max(1, CHUNK_BYTES // max(1, B * head.out_features * 4))
+    recompute = torch.is_grad_enabled() and B * R * head.out_features * 4 > KEEP_LOGITS_BYTES
     parts = []
     for s in range(0, R, step):
         hs, ts = hidden[:, s:s + step], targets[:, s:s + step]
-        if torch.is_grad_enabled():
+        if recompute:
             parts.append(checkpoint(_chunk_logprobs, hs, ts, head, temperature, use_reentrant=False))
         else:
             parts.append(_chunk_logprobs(hs, ts, head, temperature))
