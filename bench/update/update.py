@@ -239,28 +239,39 @@ def autocast(a) -> None:
           f"the fp32 time; mean |log-prob difference| {gap:.4f}")
 
 
-def shared_prefix(a) -> None:
-    """The trainer's forward + backward over shared prompts, three layouts (was bench/shared_prefix_update.py)."""
+def _shared_prompt_batch(a, tail: int, low: int):
+    """SmolLM2's policy (``a.mode``: full or LoRA) at ``a.threads`` threads and a random batch of ``a.prompts``
+    distinct prompts of ``a.prompt`` tokens, each repeated ``a.group`` times (plus ``tail`` tokens of its own),
+    with responses of ``low..a.response`` tokens. Returns (policy module, tokenizer, vocabulary size, prompts, responses, lengths)."""
     import torch
 
     from satseq.models.loading import load_causal_lm
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model, tok = load_causal_lm("smollm2")
+    m = policy_pool(a.mode, model, tok).module("policy")
+    g = torch.Generator().manual_seed(0)
+    V = model.config.vocab_size
+    distinct = [torch.randint(0, V, (a.prompt,), generator=g).tolist() for _ in range(a.prompts)]
+    if tail:
+        prompts = [p + torch.randint(0, V, (tail,), generator=g).tolist() for p in distinct for _ in range(a.group)]
+    else:
+        prompts = [p for p in distinct for _ in range(a.group)]
+    lengths = torch.randint(low, a.response + 1, (len(prompts),), generator=g).tolist()
+    responses = [torch.randint(0, V, (n,), generator=g).tolist() for n in lengths]
+    return m, tok, V, prompts, responses, lengths
+
+
+def shared_prefix(a) -> None:
+    """The trainer's forward + backward over shared prompts, three layouts (was bench/shared_prefix_update.py)."""
     from satseq.rollout import length_buckets
     from satseq.rollout import logprobs as lpmod
     from satseq.rollout import prefix_sharing
     from satseq.utils.io import write_json
 
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    model, tok = load_causal_lm("smollm2")
-    pool = policy_pool(a.mode, model, tok)
-    m = pool.module("policy")
-    g = torch.Generator().manual_seed(0)
-    V = model.config.vocab_size
-    distinct = [torch.randint(0, V, (a.prompt,), generator=g).tolist() for _ in range(a.prompts)]
-    prompts = [p + torch.randint(0, V, (a.tail,), generator=g).tolist() for p in distinct for _ in range(a.group)]
     low = a.response if a.response_min is None else a.response_min
-    lengths = torch.randint(low, a.response + 1, (len(prompts),), generator=g).tolist()
-    responses = [torch.randint(0, V, (n,), generator=g).tolist() for n in lengths]
+    m, tok, _, prompts, responses, lengths = _shared_prompt_batch(a, a.tail, low)
     plan, cost = prefix_sharing.sharing_plan, length_buckets.CALL_COST["cpu"]
     layouts = {"one-pass": (lambda d, p, r: None, 10**9), "shared-prefix": (plan, 10**9),
                "shared+buckets": (plan, cost)}
@@ -302,21 +313,10 @@ def keep_logits(a) -> None:
     """The trainer's forward + backward: the chunks' log-softmax kept vs recomputed in backward."""
     import torch
 
-    from satseq.models.loading import load_causal_lm
     from satseq.rollout import logprobs as lpmod
     from satseq.utils.io import write_json
 
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    model, tok = load_causal_lm("smollm2")
-    pool = policy_pool(a.mode, model, tok)
-    m = pool.module("policy")
-    g = torch.Generator().manual_seed(0)
-    V = model.config.vocab_size
-    distinct = [torch.randint(0, V, (a.prompt,), generator=g).tolist() for _ in range(a.prompts)]
-    prompts = [p for p in distinct for _ in range(a.group)]
-    lengths = torch.randint(a.response_min, a.response + 1, (len(prompts),), generator=g).tolist()
-    responses = [torch.randint(0, V, (n,), generator=g).tolist() for n in lengths]
+    m, tok, V, prompts, responses, lengths = _shared_prompt_batch(a, 0, a.response_min)
     kept_bytes = len(prompts) * max(lengths) * V * 4
     default = lpmod.KEEP_LOGITS_BYTES
     settings = {"recomputed": 0, "kept": max(default, kept_bytes)}
