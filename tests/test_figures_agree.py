@@ -9,7 +9,8 @@ and not on the other:
 - every figure in the README's method table against one section of results.md that holds all of them;
 - every figure in results.md's index against the section the index row links to;
 - figures on the other pages in paragraphs about the quickstart, TRL, the rollout engine against
-  `generate`, or the `satseq compare` presets, against the corresponding sections of results.md.
+  `generate`, the `satseq compare` presets or asynchronous rollouts, against the corresponding sections
+  of results.md.
 
 A "figure" is a measured number as the docs write them: ``0.827 ± 0.017``, a ratio ``1.78×`` or
 ``1.56–1.59×``, or a number with three decimals such as ``0.955`` (two-decimal numbers are mostly
@@ -176,6 +177,7 @@ TOPICS = {
     "rollout engine": (r"`generate`|\bgenerate\b|roofline", ("Rollout: SmolLM2-135M against", "bf16 autocast update")),
     "comparison": (r"compare/(?:embedded|pag|mlmt)\.yaml|60,000 (?:generated )?tokens|results\.md#comparison-at-one",
                    ("Comparison at one budget",)),
+    "asynchronous rollouts": (r"max_staleness|[Aa]synchronous rollouts", ("Asynchronous rollouts",)),
 }
 # results.md itself, and the changelog: the record of superseded figures
 OWN_PAGES = {"results.md", "changelog.md"}
@@ -228,3 +230,5 @@ def test_topic_check_can_fail():
     wrong, right = page.format("9.87×", "0.123"), page.format(trl, vote)
     assert len(_topic_violations([("probe.md", wrong)])) == 2
     assert not _topic_violations([("probe.md", right)])
+    stale = "With `trainer.max_staleness` = 1 a stage takes {} the synchronous loop's time.\n"
+    assert _topic_violations([("probe.md", stale.format("9.87×"))])
