@@ -156,6 +156,17 @@ def test_lora_run_warm_start_is_the_base_model_as_stage_0_adapters(tiny_dir, tmp
     assert r.returncode == 0, r.stderr
     warm = warm_start_run(tmp_path / "s", tmp_path / "cmp")
     assert warm is not None and warm_start_run(tmp_path / "s", tmp_path / "cmp") == warm  # made once
+    # a run that differs only in how its update weights the engine's samples shares the evaluation; one
+    # that samples differently does not
+    import shutil
+    for name, old, new in (("c", "is_correction: auto", "is_correction: token"),
+                           ("t", "temperature: 1.0", "temperature: 0.5")):
+        shutil.copytree(tmp_path / "s", tmp_path / name)
+        text = (tmp_path / name / "train_config.yaml").read_text()
+        assert old in text
+        (tmp_path / name / "train_config.yaml").write_text(text.replace(old, new))
+    assert warm_start_run(tmp_path / "c", tmp_path / "cmp") == warm
+    assert warm_start_run(tmp_path / "t", tmp_path / "cmp") not in (None, warm)
     for a in ("agent_1", "agent_2", "agent_3"):
         assert (warm / f"{a}_stage_0" / "adapter_model.safetensors").is_file()
     target = load_target(warm, stage=0, console=lambda *a, **k: None)

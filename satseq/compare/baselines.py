@@ -160,6 +160,11 @@ def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list
     return info, cfg, list(spec.names), sources
 
 
+# rollout settings that only weight the update (the engine importance weight), never what is generated:
+# runs differing only in them share one warm-start evaluation
+UPDATE_ONLY_ROLLOUT_KEYS = ("is_correction", "is_cap")
+
+
 def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
     """The stage-0 run directory of ``run_dir``'s warm start under ``out/baselines`` (made once,
     atomically; shared by runs with the same start, workflow and prompting), or None (LoRA run)."""
@@ -176,7 +181,8 @@ def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
     d = dump_config(cfg)
     key = {"workflow": workflow, "agents": names, "sources": [str(s) for s in sources],
            "info": {k: v for k, v in info.items() if k not in ("method", "versions", "ray")},
-           "rollout": d.get("rollout"), "options": method.workflow_options(cfg),
+           "rollout": {k: v for k, v in (d.get("rollout") or {}).items() if k not in UPDATE_ONLY_ROLLOUT_KEYS},
+           "options": method.workflow_options(cfg),
            "show_previous": [cfg.sat_seq.show_previous, cfg.sat_seq.previous_budget]}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
     final = Path(out) / "baselines" / f"warm_start_{workflow}_{digest}"
