@@ -242,7 +242,8 @@ def autocast(a) -> None:
 def _shared_prompt_batch(a, tail: int, low: int):
     """SmolLM2's policy (``a.mode``: full or LoRA) at ``a.threads`` threads and a random batch of ``a.prompts``
     distinct prompts of ``a.prompt`` tokens, each repeated ``a.group`` times (plus ``tail`` tokens of its own),
-    with responses of ``low..a.response`` tokens. Returns (policy module, tokenizer, vocabulary size, prompts, responses, lengths)."""
+    with responses of ``low..a.response`` tokens.
+    Returns (policy module, tokenizer, vocabulary size, prompts, responses, lengths)."""
     import torch
 
     from satseq.models.loading import load_causal_lm

@@ -167,7 +167,8 @@ UPDATE_ONLY_ROLLOUT_KEYS = ("is_correction", "is_cap")
 
 def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
     """The stage-0 run directory of ``run_dir``'s warm start under ``out/baselines`` (made once,
-    atomically; shared by runs with the same start, workflow and prompting), or None (LoRA run)."""
+    atomically; shared by runs with the same start, workflow, prompting and sampling settings), or None
+    where its start cannot be rebuilt."""
     from satseq.config import dump_config
     from satseq.registry import get_method
     from satseq.utils.io import write_json
