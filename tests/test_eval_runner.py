@@ -173,6 +173,37 @@ def test_a_different_config_is_refused(tiny_dir, data_file, tmp_path):
     assert len(_lines(out)) == 1
 
 
+def test_a_chat_run_is_evaluated_at_its_own_rollout_length(tiny_dir, data_file, tmp_path):
+    """A run dir of a chat model (no ``satseq_prompt_format``) gets its rollout.max_new_tokens, not the
+    512 a chat model alone gets: SmolLM2 runs answer in 32 tokens and were evaluated for 512."""
+    import shutil
+
+    from satseq.config import TrainConfig, save_config
+
+    chat = tmp_path / "chat_model"
+    shutil.copytree(tiny_dir, chat)
+    conf = json.loads((chat / "config.json").read_text())
+    del conf["satseq_prompt_format"]
+    (chat / "config.json").write_text(json.dumps(conf))
+    run = tmp_path / "grpo_run"
+    shutil.copytree(chat, run / "policy_stage_1")
+    cfg = TrainConfig(method="grpo")
+    cfg.model.path, cfg.model.chat_template = str(chat), "never"
+    cfg.data.prompt_template = "Q: {problem}\nA:"
+    cfg.rollout.max_new_tokens = 9
+    save_config(cfg, run / "train_config.yaml")
+    (run / "run_info.json").write_text(json.dumps({"method": "grpo", "agents": ["policy"], "mode": "full",
+                                                   "base_model": str(chat)}))
+    out = tmp_path / "out"
+    _eval(data_file, run, out, n=1, engine_factory=Counting(lambda prompt: "\\boxed{1}"))
+    written = yaml.safe_load((out / "inference_config.yaml").read_text())
+    assert written["prompt_format"] == "chat" and written["max_new_tokens"] == 9
+    from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, load_target
+
+    alone = load_target(chat, console=lambda *_: None)
+    assert alone.fmt.name == "chat" and alone.default_max_new_tokens == CHAT_MAX_NEW_TOKENS == 512
+
+
 def test_defaults_and_k_parsing():
     assert resolve_sampling(1, None, None, 8).temperature == 0.0
     s = resolve_sampling(4, None, None, 8)

@@ -90,7 +90,7 @@ class EvalSpec(_Strict):
     k: int = Field(4, ge=1)
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
-    max_new_tokens: Optional[int] = Field(None, ge=1)  # None: satseq eval's default (512 for chat models)
+    max_new_tokens: Optional[int] = Field(None, ge=1)  # None: satseq eval's default (each run's rollout.max_new_tokens)
     seed: int = 0
     batch_size: int = Field(32, ge=1)
 

@@ -48,7 +48,7 @@ def eval_command(
     temperature: Optional[float] = typer.Option(None, "--temperature", help="default: 0 (greedy) for n=1, else 0.6"),
     top_p: Optional[float] = typer.Option(None, "--top_p", help="default: 0.95 when sampling, else 1"),
     max_new_tokens: Optional[int] = typer.Option(
-        None, "--max_new_tokens", help="default: 512 for chat models; the run's rollout.max_new_tokens for embedded"),
+        None, "--max_new_tokens", help="default: a run's rollout.max_new_tokens; for a model alone 512 (chat) or the embedded default"),
     limit: Optional[int] = typer.Option(None, "--limit", help="evaluate the first N problems"),
     data_dir: Optional[str] = typer.Option(None, "--data_dir", help="local copies of named datasets (<dir>/<name>/test.jsonl); default $SATSEQ_DATA_DIR or ./data"),
     batch_size: int = typer.Option(32, "--batch_size", help="sequences per generation batch"),

@@ -156,7 +156,7 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
     for n in names:
         pool.module(n).eval()
     fmt = prompt_format_of(pool, cfg, method)
-    max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
+    max_new = cfg.rollout.max_new_tokens  # a run is evaluated at the length it was trained to answer in
     try:
         roles = method.eval_roles(info, list(names), cfg)
     except SatseqError as e:
