@@ -31,6 +31,8 @@ import shutil
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+from satseq.config.schema import RolloutConfig, update_only_keys
+
 WARM_STAGE = 0
 
 
@@ -160,9 +162,9 @@ def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list
     return info, cfg, list(spec.names), sources
 
 
-# rollout settings that only weight the update (the engine importance weight), never what is generated:
-# runs differing only in them share one warm-start evaluation
-UPDATE_ONLY_ROLLOUT_KEYS = ("is_correction", "is_cap")
+# rollout settings marked update-only in the schema (the engine importance weight: it weights the
+# update, never what is generated): runs differing only in them share one warm-start evaluation
+UPDATE_ONLY_ROLLOUT_KEYS = update_only_keys(RolloutConfig)
 
 
 def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:

@@ -33,6 +33,17 @@ from satseq.config.section import KLEstimator, Section
 #: rendered by :func:`satseq.workflows.prompts.render_problem`
 PROMPT_TEMPLATES = ("boxed", "chat", "raw")
 
+#: marks a field that only weights the update and never changes what is generated
+#: (``Field(..., json_schema_extra=UPDATE_ONLY)``): runs differing only in such fields sample alike, so
+#: ``satseq compare`` evaluates their shared warm start once (:func:`update_only_keys`)
+UPDATE_ONLY = {"update_only": True}
+
+
+def update_only_keys(section: type) -> tuple[str, ...]:
+    """The fields of a config section marked :data:`UPDATE_ONLY`, in declaration order."""
+    return tuple(name for name, f in section.model_fields.items()
+                 if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("update_only"))
+
 
 # --------------------------------------------------------------------------------------- model
 class LoraConfig(Section):
@@ -123,8 +134,8 @@ class RolloutConfig(Section):
     engine: Literal["auto", "hf", "vllm"] = Field("auto", description="generation backend: auto = the fastest installed engine measured on this machine and model before the first stage (cached per machine and model shape, recorded in run_info.json, kept by a resumed run; satseq/rollout/choice.py); hf = satseq's own decode loop (no install); vllm = vLLM in-process, weights synced after every update (make setup-vllm on CPU, pip install 'satseq[vllm]' on GPU; docs/vllm.md)")
     fused: bool = Field(True, description="Llama-family models (Llama, Qwen2, SmolLM2) decode through satseq's fused forward (fused weights, preallocated KV cache, packed GEMMs on x86 CPUs; satseq/rollout/fused_decode.py); false = the model's own forward")
     vllm: VllmConfig = Field(default_factory=VllmConfig, description="the vLLM engine's settings (rollout.engine=vllm)")
-    is_correction: Literal["auto", "token", "sequence", "off"] = Field("auto", description="truncated importance sampling of the engine-vs-trainer mismatch: every advantage is weighted by min(is_cap, pi_trainer/pi_engine), per token or per sequence (product over its tokens); auto = token with rollout.engine=vllm, off with hf (whose fp32 log-probs are the trainer's); SAT-Seq's own c_t is unchanged")
-    is_cap: float = Field(2.0, ge=1.0, description="the truncation C of the engine importance weight min(C, pi_trainer/pi_engine)")
+    is_correction: Literal["auto", "token", "sequence", "off"] = Field("auto", description="truncated importance sampling of the engine-vs-trainer mismatch: every advantage is weighted by min(is_cap, pi_trainer/pi_engine), per token or per sequence (product over its tokens); auto = token with rollout.engine=vllm, off with hf (whose fp32 log-probs are the trainer's); SAT-Seq's own c_t is unchanged", json_schema_extra=UPDATE_ONLY)
+    is_cap: float = Field(2.0, ge=1.0, description="the truncation C of the engine importance weight min(C, pi_trainer/pi_engine)", json_schema_extra=UPDATE_ONLY)
     decode_gemm: Literal["auto", "mkl", "onednn", "torch"] = Field("auto", description="CPU: the kernel of satseq's fused decode GEMMs (rollout.engine=hf): mkl = MKL's packed GEMM (bit-identical to F.linear), onednn = oneDNN's packed linear (equal up to rounding), torch = F.linear; auto = measured with rollout.engine and rollout.dtype (a kernel other than the default, MKL's where the build has it, only where at least 1.1x faster), recorded in run_info.json and kept by a resumed run. A kernel the build lacks for the rollout's dtype decodes through F.linear")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="precision of the rollout: auto = measured with rollout.engine (bfloat16 only where it is at least 1.1x faster than float32 and the trainer is float32; else model.dtype). The trainer re-scores every rollout in model.dtype; a bf16 rollout samples from a slightly different policy, so rollout.is_correction=auto weights it by the truncated ratio (the gap is logged as <agent>/logprob_gap). Which precision is faster depends on the CPU (docs/results.md)")
 
