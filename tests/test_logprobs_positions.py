@@ -25,9 +25,11 @@ def _reference(model, pad_id, T):
 
 @pytest.mark.numerics
 @pytest.mark.parametrize("chunk_bytes", [lpmod.CHUNK_BYTES, 1])  # 1 byte: one position per chunk
-def test_chunked_logprobs_and_grads_equal_the_full_forward(tiny, monkeypatch, chunk_bytes):
+@pytest.mark.parametrize("contiguous", [True, False])  # chunks copied contiguous (default) or strided views
+def test_chunked_logprobs_and_grads_equal_the_full_forward(tiny, monkeypatch, chunk_bytes, contiguous):
     model, tok = tiny
     monkeypatch.setattr(lpmod, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(lpmod, "CONTIGUOUS_CHUNKS", contiguous)
     assert lpmod._decoder_and_head(model) is not None  # the tiny Qwen2 takes the chunked path
     lp, mask = lpmod.response_logprobs(model, PROMPTS, RESPONSES, tok.pad_token_id, temperature=0.7)
     ref = _reference(model, tok.pad_token_id, 0.7)

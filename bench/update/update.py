@@ -1,10 +1,11 @@
-"""The cost of one update: its peak memory, bf16 autocast, shared prompt prefixes, the kept log-softmax, and per-rank memory under FSDP2.
+"""The cost of one update: its peak memory, bf16 autocast, shared prompt prefixes, the kept log-softmax, contiguous LM-head chunks, and per-rank memory under FSDP2.
 
     python bench/update/update.py memory [--batch 32] [--prompt 36] [--response 64] [--threads 1]
     python bench/update/update.py autocast [--batch 16] [--prompt 36] [--response 64] [--threads 1] [--repeats 3]
     python bench/update/update.py shared-prefix [--mode lora|full] [--rounds 5] [--threads 1] [--out FILE]
     python bench/update/update.py shared-prefix --response-min 6 --response 64   # ragged responses: length buckets
     python bench/update/update.py keep-logits [--mode lora|full] [--rounds 5] [--threads 1] [--out FILE]
+    python bench/update/update.py contiguous-chunks [--mode lora|full] [--rounds 5] [--threads 1] [--out FILE]
     python bench/update/update.py fsdp-memory [--out /tmp/fsdp_memory] [--rows 4] [--prompt 32] [--response 32]
 
 Each subcommand was its own script (bench/update_memory.py, bench/autocast_update.py,
@@ -47,6 +48,14 @@ chunk recomputed in backward (``KEEP_LOGITS_BYTES = 0``: what every batch did be
 one process. The batch is SmolLM2 GRPO's (recipes/smollm2/grpo.yaml): 8 prompts x 4, a 70-token prompt,
 responses of 6..32 tokens. Checks that both give the same log-probs and gradients bit for bit, and
 prints the size of what is kept. Timings are only meaningful on an otherwise idle machine.
+
+``contiguous-chunks``: the trainer's forward (no grad, as the old log-probs and ``trainer.step_kl``) and
+forward + backward with each LM-head chunk of positions copied contiguous before the head
+(``satseq.rollout.logprobs.CONTIGUOUS_CHUNKS``, the default) against the strided views of ``[B, R, d]``
+it was given before, interleaved in one process, on keep-logits' batch (SmolLM2 GRPO's). Prints both
+medians, their ratio and the largest log-prob and gradient differences (equal up to rounding, not bit
+for bit: F.linear on a strided input is a batched GEMM). Timings are only meaningful on an otherwise
+idle machine.
 
 ``fsdp-memory``: per-rank memory of a full fine-tuning update with AdamW: 1 rank, 2 ranks
 ``replicate``, 2 ranks ``fsdp2``. The model is SmolLM2-135M's shape (Llama: 30 layers, hidden 576, FFN
@@ -352,6 +361,53 @@ def keep_logits(a) -> None:
         sys.exit("bench/update/update.py keep-logits: kept and recomputed log-softmax disagree")
 
 
+def contiguous_chunks(a) -> None:
+    """The trainer's forward and forward + backward: LM-head chunks copied contiguous vs strided views."""
+    import torch
+
+    from satseq.rollout import logprobs as lpmod
+    from satseq.utils.io import write_json
+
+    m, tok, V, prompts, responses, lengths = _shared_prompt_batch(a, 0, a.response_min)
+    default = lpmod.CONTIGUOUS_CHUNKS
+    settings = {"strided": False, "contiguous": True}
+    times: dict[str, dict[str, list[float]]] = {k: {"forward": [], "forward_backward": []} for k in settings}
+    out: dict[str, tuple] = {}
+    for r in range(a.rounds):
+        for name, contiguous in settings.items():
+            lpmod.CONTIGUOUS_CHUNKS = contiguous
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                lpmod.response_logprobs(m, prompts, responses, tok.pad_token_id)
+            t1 = time.perf_counter()
+            lp, _ = lpmod.response_logprobs(m, prompts, responses, tok.pad_token_id)
+            lp.sum().backward()
+            t2 = time.perf_counter()
+            times[name]["forward"].append(t1 - t0)
+            times[name]["forward_backward"].append(t2 - t1)
+            out[name] = (lp.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None])
+            m.zero_grad(set_to_none=True)
+            print(f"round {r} {name:>10}: forward {t1 - t0:6.2f} s  forward + backward {t2 - t1:6.2f} s", flush=True)
+    lpmod.CONTIGUOUS_CHUNKS = default
+    lp_gap = float((out["strided"][0] - out["contiguous"][0]).abs().max())
+    grad_gap = max(float((x - y).abs().max() / y.abs().max().clamp(min=1e-30))
+                   for x, y in zip(out["strided"][1], out["contiguous"][1]))
+    med = {k: {part: statistics.median(v) for part, v in parts.items()} for k, parts in times.items()}
+    ratio = {part: med["strided"][part] / med["contiguous"][part] for part in ("forward", "forward_backward")}
+    res = {"mode": a.mode, "rows": len(prompts), "prompt_tokens": a.prompt, "response_tokens": [a.response_min, a.response],
+           "response_max": max(lengths), "threads": a.threads, "rounds": a.rounds, "median_s": med, "rounds_s": times,
+           "ratio": ratio, "max_logprob_gap": lp_gap, "max_relative_grad_gap": grad_gap}
+    print(f"\n{a.mode}, {len(prompts)} rows = {a.prompts} prompts x {a.group}, {a.prompt} + {a.response_min}.."
+          f"{a.response} tokens, {a.threads} thread(s), medians of {a.rounds}:")
+    print("| LM-head chunks | forward (no grad) | forward + backward |\n|---|---|---|")
+    for k in settings:
+        print(f"| {k} | {med[k]['forward']:.2f} s | {med[k]['forward_backward']:.2f} s |")
+    print(f"ratio {ratio['forward']:.2f}x / {ratio['forward_backward']:.2f}x; largest |log-prob difference| {lp_gap:.1e}, "
+          f"largest gradient difference {grad_gap:.1e} of the gradient's largest entry")
+    if a.out:
+        write_json(a.out, res)
+
+
 def _bytes(tensors) -> int:
     from torch.distributed.tensor import DTensor
 
@@ -516,6 +572,16 @@ def main(argv=None) -> None:
     k.add_argument("--rounds", type=int, default=5)
     k.add_argument("--threads", type=int, default=1)
     k.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    c2 = sub.add_parser("contiguous-chunks", help="the trainer's forward (+ backward): LM-head chunks copied contiguous vs strided views")
+    c2.add_argument("--mode", choices=["lora", "full"], default="lora")
+    c2.add_argument("--prompts", type=int, default=8)
+    c2.add_argument("--group", type=int, default=4)
+    c2.add_argument("--prompt", type=int, default=70)
+    c2.add_argument("--response-min", type=int, default=6)
+    c2.add_argument("--response", type=int, default=32)
+    c2.add_argument("--rounds", type=int, default=5)
+    c2.add_argument("--threads", type=int, default=1)
+    c2.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     f = sub.add_parser("fsdp-memory", help="per-rank memory of a full update: 1 rank, 2 ranks replicate, 2 ranks fsdp2")
     f.add_argument("--out", default="/tmp/fsdp_memory")
     f.add_argument("--rows", type=int, default=4, help="rows of the update batch (split over the ranks)")
@@ -527,7 +593,7 @@ def main(argv=None) -> None:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     {"memory": memory, "autocast": autocast, "shared-prefix": shared_prefix, "keep-logits": keep_logits,
-     "fsdp-memory": fsdp_memory}[a.bench](a)
+     "contiguous-chunks": contiguous_chunks, "fsdp-memory": fsdp_memory}[a.bench](a)
 
 
 if __name__ == "__main__":
