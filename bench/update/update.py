@@ -368,7 +368,7 @@ def contiguous_chunks(a) -> None:
     from satseq.rollout import logprobs as lpmod
     from satseq.utils.io import write_json
 
-    m, tok, V, prompts, responses, lengths = _shared_prompt_batch(a, 0, a.response_min)
+    m, tok, _, prompts, responses, lengths = _shared_prompt_batch(a, 0, a.response_min)
     default = lpmod.CONTIGUOUS_CHUNKS
     settings = {"strided": False, "contiguous": True}
     times: dict[str, dict[str, list[float]]] = {k: {"forward": [], "forward_backward": []} for k in settings}
