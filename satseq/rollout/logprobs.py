@@ -54,9 +54,10 @@ CHUNK_BYTES = 64 * 2**20  # fp32 logits per chunk of positions in the chunked pa
 #: a larger one is recomputed chunk by chunk in backward (memory bounded by one chunk, one more head pass)
 KEEP_LOGITS_BYTES = 256 * 2**20
 #: a chunk of positions ``hidden[:, s:s+k]`` is a strided view of ``[B, R, d]``; F.linear on a strided 3-D
-#: input takes a batched-GEMM path, so each chunk is copied contiguous first: the LM head's forward +
-#: backward 2.9x faster on SmolLM2's GRPO batch (equal up to rounding: chunks of under 4 positions
-#: round differently; docs/results.md, "Contiguous LM-head chunks"). False: the strided views (before)
+#: input takes a batched-GEMM path, so each chunk is copied contiguous first: the trainer's log-prob pass
+#: on SmolLM2's GRPO batch 1.40x faster, 1.35x with its backward (equal up to rounding: on the CPU measured,
+#: chunks of under 4 positions rounded differently; docs/results.md, "Contiguous LM-head chunks").
+#: False: the strided views (before; bench/update/update.py contiguous-chunks times both)
 CONTIGUOUS_CHUNKS = True
 
 
