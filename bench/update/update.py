@@ -534,6 +534,20 @@ def fsdp_memory(a) -> None:
     (Path(a.out) / "fsdp_memory.json").write_text(json.dumps(rows, indent=1))
 
 
+def _grpo_batch_options(p: argparse.ArgumentParser) -> None:
+    """SmolLM2 GRPO's update batch (recipes/smollm2/grpo.yaml: 8 prompts x 4, a 70-token prompt, 6..32 response
+    tokens) and the timing options, for the subcommands that time the trainer's log-prob pass on it."""
+    p.add_argument("--mode", choices=["lora", "full"], default="lora")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--group", type=int, default=4)
+    p.add_argument("--prompt", type=int, default=70)
+    p.add_argument("--response-min", type=int, default=6)
+    p.add_argument("--response", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="bench", required=True)
@@ -562,26 +576,9 @@ def main(argv=None) -> None:
     s.add_argument("--rounds", type=int, default=5)
     s.add_argument("--threads", type=int, default=1)
     s.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
-    k = sub.add_parser("keep-logits", help="the trainer's forward + backward: LM-head log-softmax kept vs recomputed in backward")
-    k.add_argument("--mode", choices=["lora", "full"], default="lora")
-    k.add_argument("--prompts", type=int, default=8)
-    k.add_argument("--group", type=int, default=4)
-    k.add_argument("--prompt", type=int, default=70)
-    k.add_argument("--response-min", type=int, default=6)
-    k.add_argument("--response", type=int, default=32)
-    k.add_argument("--rounds", type=int, default=5)
-    k.add_argument("--threads", type=int, default=1)
-    k.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
-    c2 = sub.add_parser("contiguous-chunks", help="the trainer's forward (+ backward): LM-head chunks copied contiguous vs strided views")
-    c2.add_argument("--mode", choices=["lora", "full"], default="lora")
-    c2.add_argument("--prompts", type=int, default=8)
-    c2.add_argument("--group", type=int, default=4)
-    c2.add_argument("--prompt", type=int, default=70)
-    c2.add_argument("--response-min", type=int, default=6)
-    c2.add_argument("--response", type=int, default=32)
-    c2.add_argument("--rounds", type=int, default=5)
-    c2.add_argument("--threads", type=int, default=1)
-    c2.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    for name, what in (("keep-logits", "the trainer's forward + backward: LM-head log-softmax kept vs recomputed in backward"),
+                       ("contiguous-chunks", "the trainer's forward (+ backward): LM-head chunks copied contiguous vs strided views")):
+        _grpo_batch_options(sub.add_parser(name, help=what))
     f = sub.add_parser("fsdp-memory", help="per-rank memory of a full update: 1 rank, 2 ranks replicate, 2 ranks fsdp2")
     f.add_argument("--out", default="/tmp/fsdp_memory")
     f.add_argument("--rows", type=int, default=4, help="rows of the update batch (split over the ranks)")
