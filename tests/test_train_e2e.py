@@ -167,6 +167,14 @@ def test_lora_run_warm_start_is_the_base_model_as_stage_0_adapters(tiny_dir, tmp
         (tmp_path / name / "train_config.yaml").write_text(text.replace(old, new))
     assert warm_start_run(tmp_path / "c", tmp_path / "cmp") == warm
     assert warm_start_run(tmp_path / "t", tmp_path / "cmp") not in (None, warm)
+    # a resumed run records where its engine choice came from, not another engine: the same warm start
+    import json
+    shutil.copytree(tmp_path / "s", tmp_path / "r")
+    info = json.loads((tmp_path / "r" / "run_info.json").read_text())
+    assert info["rollout"]["source"] != "resumed"
+    info["rollout"].update(source="resumed", speeds={"hf/float32/torch": 1.0})
+    (tmp_path / "r" / "run_info.json").write_text(json.dumps(info))
+    assert warm_start_run(tmp_path / "r", tmp_path / "cmp") == warm
     for a in ("agent_1", "agent_2", "agent_3"):
         assert (warm / f"{a}_stage_0" / "adapter_model.safetensors").is_file()
     target = load_target(warm, stage=0, console=lambda *a, **k: None)

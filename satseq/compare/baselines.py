@@ -165,6 +165,10 @@ def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list
 # rollout settings marked update-only in the schema (the engine importance weight: it weights the
 # update, never what is generated): runs differing only in them share one warm-start evaluation
 UPDATE_ONLY_ROLLOUT_KEYS = update_only_keys(RolloutConfig)
+# run_info's record of how the engine was chosen (a fresh probe, the probe's cache, a resumed run's
+# choice) and the probe's speeds: not what the engine generates (engine, dtype, gemm are), so a resumed
+# run shares its cell's warm start
+ROLLOUT_BOOKKEEPING = ("source", "speeds")
 
 
 def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
@@ -183,7 +187,8 @@ def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
     workflow = method.eval_workflow("run")
     d = dump_config(cfg)
     key = {"workflow": workflow, "agents": names, "sources": [str(s) for s in sources],
-           "info": {k: v for k, v in info.items() if k not in ("method", "versions", "ray")},
+           "info": {k: v for k, v in info.items() if k not in ("method", "versions", "ray", "rollout")},
+           "engine": {k: v for k, v in (info.get("rollout") or {}).items() if k not in ROLLOUT_BOOKKEEPING},
            "rollout": {k: v for k, v in (d.get("rollout") or {}).items() if k not in UPDATE_ONLY_ROLLOUT_KEYS},
            "options": method.workflow_options(cfg),
            "show_previous": [cfg.sat_seq.show_previous, cfg.sat_seq.previous_budget]}
