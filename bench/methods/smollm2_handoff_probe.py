@@ -31,13 +31,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.methods.smollm2_stages_probe import _mean_se, _shares  # noqa: E402  (one way to summarise, both probes)
+from bench.methods.smollm2_stages_probe import TEMPLATES as STAGES_TEMPLATES, _mean_se, _shares  # noqa: E402  (one copy, both probes)
 
 #: the candidate prompts; {problem} and {previous} as data.prompt_template takes them
 TEMPLATES = {
     # recipes/smollm2/grpo.yaml's two-shot prompt, with the relay's {previous}
-    "two_shot": "Q: Ana has 4 pencils and gets 3 more. How many pencils does Ana have now?\nA: 4 + 3 = 7. The answer "
-                "is 7.\n\nQ: What is 12 + 25?\nA: 12 + 25 = 37. The answer is 37.\n\nQ: {problem}{previous}\nA:",
+    "two_shot": STAGES_TEMPLATES["two_shot"],
     # worked examples that show an earlier answer: kept when right, corrected when wrong
     "handoff": "Q: What is 12 + 25? Earlier agents answered: 37 (they may be wrong).\nA: 12 + 25 = 37. The answer is "
                "37.\n\nQ: What is 31 + 48? Earlier agents answered: 89 (they may be wrong).\nA: 31 + 48 = 79. The "
