@@ -127,8 +127,8 @@ LR=$(grep -o "sat_seq, method: sat_seq, config: [^,]*, overrides: \[sat_seq.lr=[
 for prec in fp32 bf16; do
   [ "$(left)" -gt 25 ] || break
   extra=""; [ $prec = bf16 ] && extra="rollout.dtype=bfloat16 trainer.autocast=bfloat16"
-  timeout $(( $(left) - 5 )) $PY -m satseq.cli train recipes/smollm2/sum3.yaml ${MODEL:+model.path=$MODEL} \
-     sat_seq.lr=${LR:-1.0e-4} trainer.num_stages=3 trainer.eval_every=0 trainer.save_every=0 trainer.progress=false \
+  timeout $(( $(left) - 5 )) $PY -m satseq.cli train recipes/smollm2/relay.yaml ${MODEL:+model.path=$MODEL} \
+     sat_seq.lr=${LR:-3.0e-4} trainer.num_stages=3 trainer.eval_every=0 trainer.save_every=0 trainer.progress=false \
      trainer.tensorboard=false output_dir="$W/timing" run_name=sat_seq_$prec $extra > "$W/timing_$prec.log" 2>&1
   say "timing $prec: rc $?"
 done

@@ -4,8 +4,8 @@
         RECIPE (recipes/compare/smollm2_agents.yaml) with each run's learning rate replaced by its grid cell
         with the highest final held-out accuracy (GRID_DIR/comparison.json, the same run names), and its
         budget set to N tokens if given; written to OUT_RECIPE, comments kept.
-    python bench/scale/smollm2_agents_gpu.py tokens GRID_SECONDS SECONDS_LEFT [--grid-tokens 15000 --max 45000]
-        The largest final budget (a multiple of 5,000 tokens, at most --max) whose runs fit SECONDS_LEFT,
+    python bench/scale/smollm2_agents_gpu.py tokens GRID_SECONDS SECONDS_LEFT [--grid-tokens 6000 --max 18000]
+        The largest final budget (a multiple of 3,000 tokens, at most --max) whose runs fit SECONDS_LEFT,
         predicted from the grid's wall time: the final has as many (run, seed) pairs as the grid has cells,
         so its time grows with its budget per run.
     python bench/scale/smollm2_agents_gpu.py stages RUN_DIR [RUN_DIR ...]
@@ -50,10 +50,10 @@ def write_best(grid_dir: Path, recipe: Path, out: Path, tokens: int | None) -> d
     return {run: {"key": k, "value": v, "grid_final": a} for run, (k, v, a) in best.items()}
 
 
-def final_tokens(grid_s: float, left_s: float, grid_tokens: int = 15000, most: int = 45000) -> int:
+def final_tokens(grid_s: float, left_s: float, grid_tokens: int = 6000, most: int = 18000) -> int:
     per_token = 1.15 * grid_s / grid_tokens  # the final's evaluation is twice the grid's (200 problems, not 100)
-    fit = int(left_s / per_token) // 5000 * 5000
-    return max(5000, min(most, fit))
+    fit = int(left_s / per_token) // 3000 * 3000
+    return max(3000, min(most, fit))
 
 
 def stage_times(run_dir: Path) -> dict:
@@ -81,8 +81,8 @@ def main(argv: list[str]) -> int:
     t = sub.add_parser("tokens")
     t.add_argument("grid_seconds", type=float)
     t.add_argument("seconds_left", type=float)
-    t.add_argument("--grid-tokens", type=int, default=15000)
-    t.add_argument("--max", type=int, default=45000)
+    t.add_argument("--grid-tokens", type=int, default=6000)
+    t.add_argument("--max", type=int, default=18000)
     s = sub.add_parser("stages")
     s.add_argument("run_dirs", type=Path, nargs="+")
     a = ap.parse_args(argv)

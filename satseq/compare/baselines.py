@@ -191,7 +191,9 @@ def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
            "engine": {k: v for k, v in (info.get("rollout") or {}).items() if k not in ROLLOUT_BOOKKEEPING},
            "rollout": {k: v for k, v in (d.get("rollout") or {}).items() if k not in UPDATE_ONLY_ROLLOUT_KEYS},
            "options": method.workflow_options(cfg),
-           "show_previous": [cfg.sat_seq.show_previous, cfg.sat_seq.previous_budget]}
+           # previous_template only when set: the keys (directory names) of studies made before it stay
+           "show_previous": [cfg.sat_seq.show_previous, cfg.sat_seq.previous_budget]
+           + ([cfg.sat_seq.previous_template] if cfg.sat_seq.previous_template is not None else [])}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
     final = Path(out) / "baselines" / f"warm_start_{workflow}_{digest}"
     if (final / "run_info.json").is_file():

@@ -46,9 +46,11 @@ class ChatFormat:
     name = "chat"
 
     def __init__(self, tokenizer, *, use_chat_template: bool = True, show_responses: bool = False,
-                 response_budget: int = 200, template: str = "boxed", hide_previous: bool = False):
+                 response_budget: int = 200, template: str = "boxed", hide_previous: bool = False,
+                 previous_template: str | None = None):
         self.tokenizer = tokenizer
         self.hide_previous = hide_previous
+        self.previous_template = previous_template
         has_template = getattr(tokenizer, "chat_template", None) is not None
         if template == "chat" and not has_template:
             from satseq.errors import ConfigError
@@ -90,9 +92,10 @@ class ChatFormat:
             return self.single(problem)
         shown = [resp[-self.response_budget:] if self.show_responses else (ans if ans is not None else "(no answer)")
                  for ans, resp in previous]
-        if "{previous}" in self.template:
+        later = self.previous_template or self.template
+        if "{previous}" in later:
             inline = f" Earlier agents answered: {'; '.join(shown)} (they may be wrong)."
-            return self._wrap(render_problem(self.template, problem, inline))
+            return self._wrap(render_problem(later, problem, inline))
         lines = [f"Agent {k}: {x}" for k, x in enumerate(shown, start=1)]
         earlier = "\n\nEarlier agents answered (they may be wrong):\n" + "\n".join(lines)
         if self.template == "boxed":
@@ -104,12 +107,19 @@ class ChatFormat:
 
 
 def make_format(kind: str, tokenizer, *, chat_template: str = "auto", show_previous: str = "answers",
-                previous_budget: int = 200, template: str = "boxed"):
+                previous_budget: int = 200, template: str = "boxed", previous_template: str | None = None):
+    """The prompt format of a model kind. ``previous_template`` (``sat_seq.previous_template``) renders
+    the relay turns shown earlier answers; the first turn, and every turn of other workflows, use ``template``."""
     if kind == "embedded":
+        if previous_template is not None:
+            from satseq.errors import ConfigError
+
+            raise ConfigError("config key 'sat_seq.previous_template': for chat models only; the embedded model "
+                              "has its own relay format (satseq/data/arithmetic.py)")
         return EmbeddedFormat(tokenizer)
     return ChatFormat(tokenizer, use_chat_template=chat_template != "never",
                       show_responses=show_previous == "responses", response_budget=previous_budget,
-                      template=template, hide_previous=show_previous == "none")
+                      template=template, hide_previous=show_previous == "none", previous_template=previous_template)
 
 
 def check_turn_prompts(kind: str, name: str, section, keys: tuple[str, ...], own: str) -> None:

@@ -51,8 +51,17 @@ class SatSeqConfig(Section):
     show_previous: Literal["answers", "responses", "none"] = Field(
         "answers", description="what later agents see of earlier turns: extracted answers, full responses, or none (the problem alone: for a model too small to use a hint, docs/results.md SmolLM2)")
     previous_budget: int = Field(200, ge=0, description="characters of each earlier response shown")
+    previous_template: Optional[str] = Field(
+        None, description="the prompt template of a later turn, one shown earlier answers: a custom template with {problem} and {previous} (data.prompt_template's syntax); null = data.prompt_template for every turn. Lets the first agent keep its one-pass prompt while later agents see worked examples of a hand-off (docs/sat_seq.md, SmolLM2)")
     kl_penalty: KLEstimator = Field("k3", description="KL estimator inside the loss")
     policy_loss: str = Field("sat_seq", description="clipped policy-gradient loss from the registry (satseq.algos; ratio options apply to sat_seq)")
+
+    @field_validator("previous_template")
+    @classmethod
+    def _check_previous_template(cls, t: Optional[str]) -> Optional[str]:
+        if t is not None and ("{problem}" not in t or "{previous}" not in t):
+            raise ValueError("must contain {problem} and {previous} (where the earlier answers go)")
+        return t
 
     @field_validator("agents")
     @classmethod

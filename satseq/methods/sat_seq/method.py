@@ -31,6 +31,11 @@ class SatSeq(Method):
         from satseq.algos import check_name
 
         check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
+        if cfg.sat_seq.previous_template is not None and cfg.sat_seq.show_previous == "none":
+            from satseq.errors import ConfigError
+
+            raise ConfigError("config key 'sat_seq.previous_template': unused with sat_seq.show_previous=none "
+                              "(no turn is shown earlier answers)")
 
     def agents(self, cfg) -> AgentSpec:
         agents = cfg.sat_seq.agents
@@ -45,7 +50,7 @@ class SatSeq(Method):
 
         return make_format(kind, tokenizer, chat_template=cfg.model.chat_template,
                            show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget,
-                           template=cfg.data.prompt_template)
+                           template=cfg.data.prompt_template, previous_template=cfg.sat_seq.previous_template)
 
     def prepare(self, cfg, rt, custom, console) -> dict:
         return {"custom": custom}
