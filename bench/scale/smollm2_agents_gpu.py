@@ -2,7 +2,8 @@
 
     python bench/scale/smollm2_agents_gpu.py best GRID_DIR RECIPE OUT_RECIPE [--tokens N]
         RECIPE (recipes/compare/smollm2_agents.yaml) with each run's learning rate replaced by its grid cell
-        with the highest final held-out accuracy (GRID_DIR/comparison.json, the same run names), and its
+        with the highest final held-out accuracy (GRID_DIR/comparison.json, the same run names; the
+        ensemble, not in the grid, takes SAT-Seq's), and its
         budget set to N tokens if given; written to OUT_RECIPE, comments kept.
     python bench/scale/smollm2_agents_gpu.py tokens GRID_SECONDS SECONDS_LEFT [--grid-tokens 6000 --max 18000]
         The largest final budget (a multiple of 3,000 tokens, at most --max) whose runs fit SECONDS_LEFT,
@@ -21,6 +22,8 @@ import sys
 from pathlib import Path
 
 LR_KEYS = ("sat_seq.lr", "ppo.lr")
+#: final runs outside the grid that take a grid run's best rate (the relay-off ensemble takes SAT-Seq's)
+SAME_RATE = {"sat_seq": ("ensemble",)}
 
 
 def best_cells(grid_dir: Path) -> dict[str, tuple[str, str, float]]:
@@ -39,11 +42,12 @@ def write_best(grid_dir: Path, recipe: Path, out: Path, tokens: int | None) -> d
     best = best_cells(grid_dir)
     text = recipe.read_text()
     for run, (key, value, acc) in best.items():
-        line = re.search(rf"^  - \{{name: {re.escape(run)},.*$", text, flags=re.M)
-        if line is None:
-            continue
-        new = re.sub(rf"{re.escape(key)}=[^,\]\s]+", f"{key}={value}", line.group(0))
-        text = text[:line.start()] + new + text[line.end():]
+        for name in (run, *SAME_RATE.get(run, ())):
+            line = re.search(rf"^  - \{{name: {re.escape(name)},.*$", text, flags=re.M)
+            if line is None:
+                continue
+            new = re.sub(rf"{re.escape(key)}=[^,\]\s]+", f"{key}={value}", line.group(0))
+            text = text[:line.start()] + new + text[line.end():]
     if tokens is not None:
         text = re.sub(r"^(  tokens: )\d+", rf"\g<1>{tokens}", text, count=1, flags=re.M)
     out.write_text(text)
