@@ -28,6 +28,8 @@ import re
 import sys
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -37,10 +39,9 @@ from bench.methods.smollm2_stages_probe import TEMPLATES as STAGES_TEMPLATES, _m
 TEMPLATES = {
     # recipes/smollm2/grpo.yaml's two-shot prompt, with the relay's {previous}
     "two_shot": STAGES_TEMPLATES["two_shot"],
-    # worked examples that show an earlier answer: kept when right, corrected when wrong
-    "handoff": "Q: What is 12 + 25? Earlier agents answered: 37 (they may be wrong).\nA: 12 + 25 = 37. The answer is "
-               "37.\n\nQ: What is 31 + 48? Earlier agents answered: 89 (they may be wrong).\nA: 31 + 48 = 79. The "
-               "answer is 79.\n\nQ: {problem}{previous}\nA:",
+    # worked examples that show an earlier answer, kept when right, corrected when wrong: the later seats'
+    # prompt of recipes/smollm2/relay.yaml (one copy)
+    "handoff": yaml.safe_load((ROOT / "recipes" / "smollm2" / "relay.yaml").read_text())["sat_seq"]["previous_template"],
 }
 
 

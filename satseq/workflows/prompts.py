@@ -108,14 +108,9 @@ class ChatFormat:
 
 def make_format(kind: str, tokenizer, *, chat_template: str = "auto", show_previous: str = "answers",
                 previous_budget: int = 200, template: str = "boxed", previous_template: str | None = None):
-    """The prompt format of a model kind. ``previous_template`` (``sat_seq.previous_template``) renders
-    the relay turns shown earlier answers; the first turn, and every turn of other workflows, use ``template``."""
+    """The prompt format of a model kind. ``previous_template`` (``sat_seq.previous_template``, chat models
+    only) renders the relay turns shown earlier answers; the first turn, and every turn of other workflows, use ``template``."""
     if kind == "embedded":
-        if previous_template is not None:
-            from satseq.errors import ConfigError
-
-            raise ConfigError("config key 'sat_seq.previous_template': for chat models only; the embedded model "
-                              "has its own relay format (satseq/data/arithmetic.py)")
         return EmbeddedFormat(tokenizer)
     return ChatFormat(tokenizer, use_chat_template=chat_template != "never",
                       show_responses=show_previous == "responses", response_budget=previous_budget,

@@ -46,8 +46,10 @@ class SatSeq(Method):
         return cfg.sat_seq.group_size
 
     def prompt_format(self, kind, tokenizer, cfg):
-        from satseq.workflows.prompts import make_format
+        from satseq.workflows.prompts import check_turn_prompts, make_format
 
+        check_turn_prompts(kind, "sat_seq", cfg.sat_seq, ("previous_template",),
+                           "relay format (satseq/data/arithmetic.py)")
         return make_format(kind, tokenizer, chat_template=cfg.model.chat_template,
                            show_previous=cfg.sat_seq.show_previous, previous_budget=cfg.sat_seq.previous_budget,
                            template=cfg.data.prompt_template, previous_template=cfg.sat_seq.previous_template)
