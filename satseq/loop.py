@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from satseq.async_rollouts import check_async
-from satseq.checkpoint import save_agent_checkpoints
+from satseq.checkpoint import save_agent_checkpoints, sole_trainer
 from satseq.config import TrainConfig, dump_config, save_config
 from satseq.config.loader import finalize
 from satseq.data.sampler import EpochSampler
@@ -139,6 +139,13 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
         ray_info = connect_ray(cfg.trainer.ray_address, console)
     with strategy.main_first():  # rank 0 first: it may build the warm start the others then load
         run = build_run(cfg, console, reward_fn, strategy)
+    with sole_trainer(run_dir) if main else contextlib.nullcontext():  # the stages write under this lock
+        return _stages(cfg, strategy, run, console, ray_info, stop_after, stop_when)
+
+
+def _stages(cfg: TrainConfig, strategy: Strategy, run: Run, console, ray_info, stop_after, stop_when) -> Path:
+    """Resume from the trainer state (``resume=true``), then the stages: rollout, update, log, checkpoint."""
+    run_dir, main = cfg.run_dir, strategy.is_main
     method, rt, workflow, updater, gen = run.method, run.rt, run.workflow, run.updater, run.generator
     cfg = rt.cfg  # the engine and precision that rollout.*=auto stands for in this run, everywhere below
     choice = getattr(rt, "rollout_choice", None) or default_choice(cfg)

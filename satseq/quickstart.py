@@ -27,6 +27,7 @@ Accuracies are sampled at temperature 1 (``EVAL_SAMPLES`` episodes per held-out 
 """
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor, wait
 from multiprocessing import get_context
@@ -37,6 +38,7 @@ import torch
 from satseq.config import load_config
 from satseq.eval.rollout_eval import evaluate_relay, evaluate_single
 from satseq.models.agents import AgentPool
+from satseq.utils.children import end_with_parent
 from satseq.utils.io import read_jsonl, write_json, write_text
 
 AGENTS = ["agent_1", "agent_2", "agent_3"]
@@ -133,7 +135,8 @@ class SideBySide:
         self.pool, self.futures = None, []
         if len(self.lanes) > 1:  # one lane (one thread): trained here, in wait(), with no process to start
             ctx = get_context("spawn")  # a fresh interpreter: no OpenMP pool inherited from this process
-            self.pool = ProcessPoolExecutor(max_workers=len(self.lanes), mp_context=ctx)
+            self.pool = ProcessPoolExecutor(max_workers=len(self.lanes), mp_context=ctx,
+                                            initializer=end_with_parent, initargs=(os.getpid(),))
             self.futures = [self.pool.submit(_train_lane, [cfgs[m] for m in lane], threads) for lane in self.lanes]
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ killed one resumes from its checkpoint), evaluates the warm starts the same way
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -114,14 +115,17 @@ def _train_one(spec, run, seed: int, out_dir: Path) -> dict:
 
 
 def _train_side_by_side(spec, pairs: list, out_dir: Path, workers: int, bar) -> list[dict]:
-    """Every (cell, seed) of ``pairs`` in ``workers`` processes (spawned: no forked torch threads); the
-    results in ``pairs``' order. The first failure cancels the pairs not started and is raised once the
+    """Every (cell, seed) of ``pairs`` in ``workers`` processes (spawned: no forked torch threads; each
+    ends with this process, :mod:`satseq.utils.children`); the results in ``pairs``' order. The first failure cancels the pairs not started and is raised once the
     running ones end (each is resumable, as in one process)."""
     import multiprocessing
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 
+    from satseq.utils.children import end_with_parent
+
     results: list = [None] * len(pairs)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=end_with_parent, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(_train_one, spec, run, seed, out_dir): i for i, (run, seed) in enumerate(pairs)}
         pending = set(futures)
         while pending:
