@@ -106,6 +106,7 @@ def test_compare_writes_table_and_figure(compared):
                 "| ↳ majority of 2 samples (maj@2) |", "| ↳ majority of 2 samples of the warm start (maj@2) |"):
         assert row in md, row
     assert md.count("majority of 2 samples") == 2  # one policy answering alone only: GRPO and its warm start
+    assert "rollouts differ" not in md  # one machine, one choice
     data = json.loads((out / "comparison.json").read_text())
     assert 0.0 <= data["runs"]["grpo"][0]["eval"]["maj@k"]["mean"] <= 1.0
     assert "maj@k" not in data["runs"]["sat_seq"][0]["eval"]
@@ -242,3 +243,21 @@ def test_every_shipped_comparison_loads(recipe, tmp_path):
     spec, lines = read_spec(Path(__file__).resolve().parents[1] / "recipes" / "compare" / recipe)
     cells = check_runs(spec, lines, tmp_path / "out")
     assert cells and len({c.name for c in cells}) == len(cells)
+
+
+def test_rollouts_that_differ_between_runs_are_flagged_under_the_table(tmp_path):
+    """A study resumed on another CPU: ``rollout.dtype=auto`` chose bfloat16 there for some runs."""
+    from satseq.compare.report import rollout_lines
+
+    def result(name, seed, dtype):
+        d = tmp_path / f"{name}_seed{seed}"
+        d.mkdir()
+        (d / "run_info.json").write_text(json.dumps({"rollout": {"engine": "hf", "dtype": dtype, "gemm": "onednn"}}))
+        return {"seed": seed, "run_dir": str(d)}
+
+    same = {"a": [result("a", 0, "float32")], "b": [result("b", 0, "float32")]}
+    assert rollout_lines(same) == []
+    mixed = {**same, "c": [result("c", 0, "bfloat16"), {"seed": 1, "run_dir": str(tmp_path / "gone")}]}
+    (line,) = [x for x in rollout_lines(mixed) if x]
+    assert "`hf/float32/onednn`: a seed 0, b seed 0" in line and "`hf/bfloat16/onednn`: c seed 0" in line
+    assert "rollout.dtype" in line

@@ -13,7 +13,8 @@ its maj@k. Then, with a ``sweep``, per run the metric
 against the swept value (mean ± s.e. over seeds; figure ``sweep.png``), and for every run the
 stability table (:mod:`satseq.compare.stability`: collapsed seeds and why, final and best held-out
 accuracy, the largest per-token KL between consecutive policies, SAT-Seq's backtracks and step
-scale). Every file is written atomically.
+scale). Under the table, a warning when the runs' rollouts differ in engine, precision or decode kernel
+(:func:`rollout_lines`). Every file is written atomically.
 """
 from __future__ import annotations
 
@@ -124,6 +125,36 @@ def groups(results: dict[str, list[dict]], warm: dict[str, Optional[dict]]) -> l
     return out
 
 
+def _rollout_of(result: dict) -> Optional[str]:
+    """``engine/dtype/gemm`` of a run's rollouts, from its ``run_info.json`` (None when not recorded)."""
+    import json
+
+    try:
+        r = json.loads((Path(result["run_dir"]) / "run_info.json").read_text()).get("rollout") or {}
+    except (OSError, ValueError, KeyError):
+        return None
+    return "/".join(str(r[k]) for k in ("engine", "dtype", "gemm") if r.get(k)) or None
+
+
+def rollout_lines(results: dict[str, list[dict]]) -> list[str]:
+    """A warning under the table when the runs' rollouts differ in engine, precision or decode kernel:
+    ``rollout.*=auto`` measures the CPU a run starts on, so a study resumed on another machine (bf16 2.4×
+    float32 on one CPU, half its rate on another) can mix samplers in one table."""
+    seen: dict[str, list[str]] = {}
+    for name, seeds in results.items():
+        for s in seeds:
+            r = _rollout_of(s)
+            if r is not None:
+                seen.setdefault(r, []).append(f"{name} seed {s['seed']}")
+    if len(seen) < 2:
+        return []
+    parts = "; ".join(f"`{r}`: {', '.join(v)}" for r, v in seen.items())
+    return ["", f"**The runs' rollouts differ** (engine/precision/GEMM kernel, from each run's `run_info.json`: "
+                f"{parts}): `rollout.*=auto` chose them on the machine each run started on. To compare like with "
+                "like, set `rollout.engine`, `rollout.dtype` and `rollout.decode_gemm` under `common` and rerun the "
+                "runs that differ."]
+
+
 def markdown(spec, results: dict[str, list[dict]], warm: dict[str, Optional[dict]]) -> str:
     e = spec.eval
     k = e.k
@@ -144,6 +175,7 @@ def markdown(spec, results: dict[str, list[dict]], warm: dict[str, Optional[dict
             lines += ["| " + " | ".join(r) + " |" for r in warm_rows(warm[names[0]], k, names)]
         elif names:
             lines.append("| ↳ warm start | - | | | | | | | not built (LoRA run: its start is the base model) |")
+    lines += rollout_lines(results)
     lines += ["", "## Per seed", "", f"| run | seed | accuracy ± eval s.e. | pass@{k} | generated tokens | "
               "training time (s) | stages | budget reached | run directory |", "|---|---|---|---|---|---|---|---|---|"]
     for name, seeds in results.items():
