@@ -261,3 +261,16 @@ def test_rollouts_that_differ_between_runs_are_flagged_under_the_table(tmp_path)
     (line,) = [x for x in rollout_lines(mixed) if x]
     assert "`hf/float32/onednn`: a seed 0, b seed 0" in line and "`hf/bfloat16/onednn`: c seed 0" in line
     assert "rollout.dtype" in line
+
+
+def test_maj_at_k_only_for_one_policy_answering_alone():
+    """One policy in three relay seats (shared_policy) is not "one policy answering alone": its maj@k would be
+    the majority of three relay votes (nine turns a problem), not the fair one-pass vote."""
+    from satseq.compare.baselines import summarize_eval
+
+    metrics = {"workflow": "relay", "accuracy": {"mean": 0.5, "se": 0.1}, "maj@3": {"mean": 0.6, "se": 0.1}}
+    one_seat = [{"problem_id": 0, "agents": ["policy"], "agent_answers": [["1"], ["1"], ["2"]]}]
+    three_seats = [{"problem_id": 0, "agents": ["policy"], "agent_answers": [["1", "1", "2"]] * 3}]
+    assert summarize_eval(metrics, one_seat, 3)["maj@k"] == {"mean": 0.6, "se": 0.1}
+    assert "maj@k" not in summarize_eval(metrics, three_seats, 3)
+    assert "maj@k" in summarize_eval({**metrics, "workflow": "single"}, [{"problem_id": 0}], 3)

@@ -117,7 +117,8 @@ def summarize_eval(metrics: dict, rows: Sequence[dict], k: int) -> dict:
             uniq.append(r)
     out = {"workflow": metrics.get("workflow"), "accuracy": metrics["accuracy"], "k": k,
            "pass@k": metrics.get(f"pass@{k}"), "n_problems": metrics.get("n_problems"), "n": metrics.get("n")}
-    alone = out["workflow"] == "single" or (out["workflow"] == "relay" and uniq and len(uniq[0].get("agents", ())) == 1)
+    seats = len((uniq[0].get("agent_answers") or [[]])[0]) if uniq else 0  # a relay's turns per episode
+    alone = out["workflow"] == "single" or (out["workflow"] == "relay" and seats == 1)  # not one policy in 3 seats
     if alone:  # one policy answering alone, scored by the vote of k samples: a relay of k seats' fair rival
         out["maj@k"] = metrics.get(f"maj@{k}")
     if out["workflow"] == "self_verify":
