@@ -116,8 +116,9 @@ def _train_one(spec, run, seed: int, out_dir: Path) -> dict:
 
 def _train_side_by_side(spec, pairs: list, out_dir: Path, workers: int, bar) -> list[dict]:
     """Every (cell, seed) of ``pairs`` in ``workers`` processes (spawned: no forked torch threads; each
-    ends with this process, :mod:`satseq.utils.children`); the results in ``pairs``' order. The first failure cancels the pairs not started and is raised once the
-    running ones end (each is resumable, as in one process)."""
+    ends with this process, :mod:`satseq.utils.children`); the results in ``pairs``' order. The first
+    failure cancels the pairs not started and is raised once the running ones end (each is resumable,
+    as in one process)."""
     import multiprocessing
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 
