@@ -20,12 +20,11 @@ moment leaves either the previous complete state or the new one.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import random
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -33,29 +32,26 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from satseq.errors import SatseqError
+from satseq.utils.dir_lock import locked_dir
 
 STATE_DIR = "trainer_state"
 
 
 @contextmanager
 def sole_trainer(run_dir: Path):
-    """Hold the run directory for this process's training: an exclusive, non-blocking ``fcntl.flock`` on
-    the directory itself (no file is left; released when the training ends, or the process, however it
-    ends). A second process training into the same directory (``satseq compare`` restarted while a worker
+    """Hold the run directory for this process's training: an exclusive, non-blocking lock on the
+    directory itself (:func:`satseq.utils.dir_lock.locked_dir`; released when the training ends, or the
+    process, however it ends). A second process training into the same directory (``satseq compare`` restarted while a worker
     of the first, orphaned, still trains; two ``satseq train`` with one run name) would interleave its
     stages, metrics and checkpoints with the first's: it stops at once with an error instead."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir, os.O_RDONLY)
-    try:
+    with ExitStack() as stack:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = stack.enter_context(locked_dir(run_dir, wait=False))
         except BlockingIOError:
-            raise SatseqError(f"{run_dir} is being trained by another process (its stages and checkpoints would mix "
-                              f"with this one's): wait for it to end or stop it (`fuser -v {run_dir}` shows it)") from None
-        yield run_dir
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
+            raise SatseqError(f"{run_dir} is being trained by another process (its stages and checkpoints would "
+                              f"mix with this one's): wait for it to end or stop it (`fuser -v {run_dir}` shows it)"
+                              ) from None
+        yield held
 
 
 def swap_in_dir(tmp: Path, final: Path) -> None:

@@ -190,3 +190,22 @@ def test_a_kernel_the_build_lacks_is_refused_in_one_line(tiny_dir, tmp_path, mon
     # the same config with the kernel present passes
     monkeypatch.setattr("satseq.rollout.fused_decode.available_gemms", lambda dtype, device: ["mkl", "onednn", "torch"])
     runtime.check_decode_gemm(cfg, "cpu")
+
+
+def test_recorded_reads_back_what_record_wrote_and_nothing_else(tmp_path):
+    """``recorded`` (a resumed run's choice, and the compare report's rollout column) round-trips
+    ``record``, and is None for a run without a readable rollout record."""
+    from satseq.rollout.choice import RolloutChoice, record, recorded
+
+    run = tmp_path / "run"
+    assert recorded(run) is None  # not started
+    run.mkdir()
+    (run / "run_info.json").write_text("{not json")
+    assert recorded(run) is None
+    (run / "run_info.json").write_text(json.dumps({"seed": 0}))  # from before the choice was recorded
+    assert recorded(run) is None
+    choice = RolloutChoice("hf", "bfloat16", "measured", {"hf/float32": 100.0, "hf/bfloat16/onednn": 150.0}, "onednn")
+    (run / "run_info.json").write_text(json.dumps({"rollout": record(choice)}))
+    back = recorded(run)
+    assert (back.engine, back.dtype, back.gemm, back.speeds, back.source) == \
+        ("hf", "bfloat16", "onednn", choice.speeds, "resumed")

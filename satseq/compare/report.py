@@ -127,13 +127,10 @@ def groups(results: dict[str, list[dict]], warm: dict[str, Optional[dict]]) -> l
 
 def _rollout_of(result: dict) -> Optional[str]:
     """``engine/dtype/gemm`` of a run's rollouts, from its ``run_info.json`` (None when not recorded)."""
-    import json
+    from satseq.rollout.choice import recorded
 
-    try:
-        r = json.loads((Path(result["run_dir"]) / "run_info.json").read_text()).get("rollout") or {}
-    except (OSError, ValueError, KeyError):
-        return None
-    return "/".join(str(r[k]) for k in ("engine", "dtype", "gemm") if r.get(k)) or None
+    r = recorded(result["run_dir"]) if "run_dir" in result else None
+    return None if r is None else "/".join(x for x in (r.engine, r.dtype, r.gemm) if x)
 
 
 def rollout_lines(results: dict[str, list[dict]]) -> list[str]:

@@ -199,12 +199,9 @@ def choose(cfg, model, tokenizer, device: str, run_dir: Optional[Path] = None,
     if r.engine != "auto" and r.dtype != "auto" and len(candidates) == 1:  # nothing to choose
         return RolloutChoice(r.engine, r.dtype, "fixed", gemm=r.decode_gemm)
     if cfg.resume and run_dir is not None:
-        try:
-            rec = json.loads((Path(run_dir) / "run_info.json").read_text()).get("rollout")
-        except (OSError, ValueError):
-            rec = None
-        if rec:
-            return RolloutChoice(rec["engine"], rec["dtype"], "resumed", rec.get("speeds", {}), rec.get("gemm", "auto"))
+        rec = recorded(run_dir)
+        if rec is not None:
+            return rec
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     if calibration_off() or distributed or not hasattr(model, "config"):
         return default_choice(cfg)
@@ -258,4 +255,17 @@ def resolved_config(cfg, choice: RolloutChoice):
 
 
 def record(choice: RolloutChoice) -> dict:
+    """The choice as ``run_info.json`` keeps it (``rollout``); :func:`recorded` reads it back."""
     return asdict(choice)
+
+
+def recorded(run_dir: str | os.PathLike) -> Optional[RolloutChoice]:
+    """The rollout choice a run recorded in its ``run_info.json`` (source ``resumed``), or None when the
+    run has none (not started, or from before the choice was recorded)."""
+    try:
+        rec = json.loads((Path(run_dir) / "run_info.json").read_text()).get("rollout")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not rec or "engine" not in rec or "dtype" not in rec:
+        return None
+    return RolloutChoice(rec["engine"], rec["dtype"], "resumed", rec.get("speeds", {}), rec.get("gemm", "auto"))
