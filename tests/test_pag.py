@@ -194,24 +194,58 @@ def test_advantages_verifier_balance_hand_computed():
     turns = torch.zeros(8, dtype=torch.long)
     right = torch.tensor([0, 0, 1, 1, 0, 0, 0, 0])
     adv = pag_advantages(rewards, groups, roles, turns, group_by="role", attempt_correct=right, verifier_balance=True)
-    # class "right": mean 1/2, std (1/2)^0.5, weight 6/(2*2); class "wrong": mean 1/2, std (1/3)^0.5, weight 6/(2*4)
-    a_r, a_w = 0.5 / 0.5 ** 0.5 * 1.5, 0.5 / (1 / 3) ** 0.5 * 0.75
-    expect = [0.5 / 0.5 ** 0.5, -0.5 / 0.5 ** 0.5, a_r, -a_r, a_w, -a_w, -a_w, a_w]
-    assert torch.allclose(adv, torch.tensor(expect), atol=1e-4)
-    # the point: a verdict that ignores the attempt gets no net push, however many attempts are wrong
-    verdict_ok = torch.tensor([0, 0, 1, 0, 0, 1, 1, 0], dtype=torch.bool)  # "correct" on 1 of 2 and 2 of 4
-    r_blind = torch.where(verdict_ok, right, 1 - right).float()
-    r_blind[roles == P_] = rewards[roles == P_]
-    bal = pag_advantages(r_blind, groups, roles, turns, group_by="role", attempt_correct=right,
-                         verifier_balance=True, norm_by_std=False)
-    plain = pag_advantages(r_blind, groups, roles, turns, group_by="role", norm_by_std=False)
-    assert abs(bal[verdict_ok].sum().item()) < 1e-6 and plain[verdict_ok].sum().item() < -0.1
-    # one class only (all attempts right): plain per-class baseline, weight 1; off = today's formula
+    # policy turns: GRPO over the role (mean 1/2, std 0.5**0.5). Verifier, n = 6: class "right" (n_c 2, weight
+    # 6/4) leave-one-out baselines 0 and 1; class "wrong" (n_c 4, weight 6/8): baselines 1/3, 2/3, 2/3, 1/3
+    a_r, a_w = 1.5, 0.75
+    expect = [0.5 / 0.5 ** 0.5, -0.5 / 0.5 ** 0.5, a_r * 1, a_r * -1,
+              a_w * (1 - 1 / 3), a_w * (0 - 2 / 3), a_w * (0 - 2 / 3), a_w * (1 - 1 / 3)]
+    assert torch.allclose(adv, torch.tensor(expect), atol=1e-5)
+    # no std scaling of the verifier's turns, whatever norm_by_std (policy turns do follow it)
+    nostd = pag_advantages(rewards, groups, roles, turns, group_by="role", attempt_correct=right,
+                           verifier_balance=True, norm_by_std=False)
+    assert torch.equal(nostd[2:], adv[2:]) and torch.allclose(nostd[:2], torch.tensor([0.5, -0.5]))
+    # one class only (all attempts right): no verifier gradient; policy turns as without the balance
     only = pag_advantages(rewards, groups, roles, turns, group_by="role", attempt_correct=torch.ones(8, dtype=torch.long),
                           verifier_balance=True)
-    assert torch.equal(only, pag_advantages(rewards, groups, roles, turns, group_by="role"))
+    plain = pag_advantages(rewards, groups, roles, turns, group_by="role")
+    assert torch.equal(only[2:], torch.zeros(6)) and torch.equal(only[:2], plain[:2])
     with pytest.raises(ValueError):
         pag_advantages(rewards, groups, roles, turns, verifier_balance=True)
+
+
+def _blind_verdict_gradient(p: float, right: torch.Tensor, **kw) -> float:
+    """The exact expected gradient, on the logit of saying "correct", of sum_i A_i log pi(verdict_i) for a
+    verifier that ignores the attempt and says "correct" with probability p (every verdict vector
+    enumerated with its probability), given which judged attempts are right (one batch-wide group)."""
+    import itertools
+
+    n = right.numel()
+    total = 0.0
+    for says in itertools.product((0.0, 1.0), repeat=n):
+        x = torch.tensor(says, dtype=torch.float64)
+        prob = float(torch.where(x > 0, torch.tensor(p), torch.tensor(1 - p)).prod())
+        r = torch.where(right.bool(), x, 1 - x)
+        a = pag_advantages(r, torch.zeros(n, dtype=torch.long), torch.full((n,), ROLE_IDS["verifier"]),
+                           torch.ones(n, dtype=torch.long), group_by="role", attempt_correct=right, **kw)
+        total += prob * float((a * (x - p)).sum())  # d log pi(verdict) / d logit = x - p
+    return total
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
+@pytest.mark.parametrize("n_right", [1, 2, 7])
+def test_verifier_balance_gives_a_cue_blind_verdict_no_expected_gradient(p, n_right):
+    """The point of ``verifier_balance``: however many judged attempts are right (1, 2 or 7 of 9), a
+    verdict bias that ignores the attempt gets no gradient in expectation, exactly. Without the balance it
+    is pushed towards the majority class; the per-class mean baseline (+ per-class std) this option used
+    before issue 38's fix pushed it half as hard as no balance at all (2 right of 9, p = 0.5: -1.11 against
+    -2.21; -0.40 against -1.11 without the std scaling)."""
+    right = torch.tensor([1] * n_right + [0] * (9 - n_right))
+    for norm_by_std in (True, False):
+        g = _blind_verdict_gradient(p, right, verifier_balance=True, norm_by_std=norm_by_std)
+        assert abs(g) < 1e-9, (p, n_right, norm_by_std, g)
+    unbalanced = _blind_verdict_gradient(p, right, norm_by_std=False)
+    majority = 1 if n_right > 9 - n_right else -1  # the direction of the push: towards the larger class
+    assert unbalanced * majority > 0.05
 
 
 def test_advantages_groups_and_grpo_convention():

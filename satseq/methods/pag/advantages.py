@@ -19,14 +19,30 @@ that is the only one of its prompt group to be revised gets 0. ``group_by="group
 batch per role, closest to the paper's RoleAdvNorm) keep a signal there. Training uses ``pag.adv_group_by`` (config default ``"role"``: measured to
 keep the verifier's wrong-recall alive, docs/apo_pag.md).
 
-``verifier_balance=True`` (config ``pag.verifier_balance``, default off): verifier turns are
-baselined per class of the attempt they judged (right / wrong; the class joins the baseline key) and
-each class then weighted ``n / (K * n_class)`` within its baseline group (n verifier turns, K classes
-present), so both classes weigh the same: the verifier's objective becomes balanced accuracy. Without
-it, for a verifier that ignores the attempt and says "correct" with probability p, the summed
-advantage of its "correct" verdicts is ``p (1 - p) (n_right - n_wrong)`` (before the std scaling):
-a batch with more wrong attempts than right ones pushes every verdict to "wrong", whatever the cue.
-With it, that sum is 0 (a cue-blind verdict bias gets no gradient). Policy turns are unchanged.
+``verifier_balance=True`` (config ``pag.verifier_balance``, default off). Without it, for a verifier that
+ignores the attempt and says "correct" with probability p, the summed advantage of its "correct"
+verdicts is ``p (1 - p) (n_right - n_wrong)`` (before the std scaling): a batch with more wrong attempts
+than right ones pushes every verdict to "wrong", whatever the cue. With it, the verifier's objective is
+balanced accuracy, ``(P(says correct | right attempt) + P(says wrong | wrong attempt)) / 2``, estimated
+without bias. Within a baseline group (``group_by``'s group, verifier turns only; n of them), a verifier
+turn i that judged an attempt of class c (right / wrong; n_c turns of the group)::
+
+    A_i = (n / (2 n_c)) * (r_i - b_i)         b_i = mean of r_j over the other turns j of class c
+
+``b_i`` is a leave-one-out baseline (RLOO's): it does not depend on turn i's own sample (for a class of
+one turn: the mean over the group's other verifier turns). A group whose verifier turns all judged one
+class gets no verifier gradient: it cannot tell a cue from a verdict bias. Then a cue-blind verdict
+bias gets no gradient in expectation: each class adds ``±n p (1 - p) / 2`` to the expected gradient of
+the verdict's logit, exactly (tests/test_pag.py enumerates every batch). The advantages are not divided
+by a standard deviation, whatever ``norm_by_std``: a scale drawn from the batch's own verdicts biases
+the verdict again. Policy turns are unchanged.
+
+Before issue 38's fix this option baselined each class by its mean (turn i included) and divided by
+that class's std. Both bias the verdict towards the majority class: the mean shrinks a class's expected
+gradient by ``(n_c - 1) / n_c``, and a class whose verdicts all agree has std 0 and no signal. On a
+cue-blind verifier judging 2 right and 7 wrong attempts, the expected push towards "wrong" was half the
+unbalanced one (-1.11 against -2.21 at p = 1/2); with 15 % right attempts in batches of 32, a fifth to a
+half (docs/apo_pag.md, "PAG on SmolLM2").
 
 Registry: the signature follows the adv-estimator convention (leading ``(rewards, group_ids)`` as
 ``grpo``; without ``roles`` / ``turn_ids`` it reduces to GRPO; extra per-turn tensors as keywords),
@@ -80,21 +96,37 @@ def pag_advantages(
         return keyed_group_normalize(r, key, norm_by_std=norm_by_std, eps=eps)
     if attempt_correct is None or attempt_correct.shape != (n,):
         raise ValueError("verifier_balance needs attempt_correct [N]")
-    is_v = cols["role"].to(r.device) == ROLE_IDS["verifier"]
-    cls = torch.where(is_v, attempt_correct.to(device=r.device, dtype=torch.long).clamp(0, 1),
-                      torch.full_like(zeros, -1))
+    return _balanced_verifier(r, key, cols["role"].to(r.device) == ROLE_IDS["verifier"], attempt_correct,
+                              norm_by_std=norm_by_std, eps=eps)
+
+
+def _balanced_verifier(r: Tensor, key: Tensor, is_v: Tensor, attempt_correct: Tensor, norm_by_std: bool,
+                       eps: float) -> Tensor:
+    """``verifier_balance``'s advantages (module docstring): policy turns as without it (``key``'s
+    groups); verifier turns by class, with a leave-one-out baseline, weighted so both classes count
+    the same (0 in a group with one class only)."""
     key_v = torch.cat([key, is_v.long().unsqueeze(1)], dim=1)  # never mix roles, whatever group_by
-    key_cls = torch.cat([key_v, cls.unsqueeze(1)], dim=1)
-    adv = keyed_group_normalize(r, key_cls, norm_by_std=norm_by_std, eps=eps)
+    adv = keyed_group_normalize(r, key_v, norm_by_std=norm_by_std, eps=eps)  # policy turns keep these
+    if not bool(is_v.any()):
+        return adv
+    cls = attempt_correct.to(device=r.device, dtype=torch.long).clamp(0, 1)
     _, g = torch.unique(key_v, dim=0, return_inverse=True)
-    _, gc = torch.unique(key_cls, dim=0, return_inverse=True)
-    n_g = torch.bincount(g).to(r.dtype)[g]
-    n_gc = torch.bincount(gc).to(r.dtype)[gc]
-    classes = torch.zeros(int(g.max()) + 1, 2, dtype=torch.bool, device=r.device)
-    classes[g[is_v], cls[is_v]] = True
-    k = classes.sum(1).to(r.dtype)[g]
-    w = torch.where(is_v, n_g / (k.clamp(min=1) * n_gc), torch.ones_like(r))
-    return adv * w
+    n_groups = int(g.max()) + 1
+    gc = g * 2 + cls  # (group, class) cell
+    z = torch.zeros(2 * n_groups, dtype=r.dtype, device=r.device)
+    rv = torch.where(is_v, r, torch.zeros_like(r))
+    fv = is_v.to(r.dtype)
+    n_c = z.index_add(0, gc, fv)[gc]
+    s_c = z.index_add(0, gc, rv)[gc]
+    n_g = z[:n_groups].index_add(0, g, fv)[g]
+    s_g = z[:n_groups].index_add(0, g, rv)[g]
+    k = (z.index_add(0, gc, fv).view(n_groups, 2) > 0).sum(1).to(r.dtype)[g]
+    # leave-one-out baseline: the class's other turns, else the group's other verifier turns, else none
+    b = torch.where(n_c > 1, (s_c - r) / (n_c - 1).clamp(min=1),
+                    torch.where(n_g > 1, (s_g - r) / (n_g - 1).clamp(min=1), r))
+    # a group with one class only cannot tell a cue from a verdict bias: no verifier gradient from it
+    a = torch.where(k > 1, (r - b) * n_g / (k * n_c.clamp(min=1)), torch.zeros_like(r))
+    return torch.where(is_v, a, adv)
 
 
 def episode_turn_tensors(episodes: list[Episode]) -> dict[str, Tensor]:

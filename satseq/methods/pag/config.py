@@ -17,7 +17,7 @@ class PAGConfig(Section):
     adv_group_by: Literal["group_role_turn", "group_role", "role"] = Field(
         "role", description="baseline group of a turn's advantage: role = the whole batch per role (the paper's RoleAdvNorm; measured best), or per prompt group x role (x turn)")
     verifier_balance: bool = Field(
-        False, description="verifier turns: baseline per class of the judged attempt (right / wrong), classes weighted equally (balanced accuracy); grpo update only")
+        False, description="verifier turns: the unbiased gradient of balanced accuracy (leave-one-out baseline per class of the judged attempt, right / wrong, classes weighted equally, no std scaling; no verifier gradient from a group with one class); grpo update only")
     update: Literal["grpo", "apo"] = Field(
         "grpo", description="grpo: clipped policy gradient (ppo section); apo: A*-PO regression of every turn (apo section, V* from stage 1)")
     collapse_threshold: float = Field(0.5, ge=0.0, le=1.0, description="warn when the answer change ratio falls below this")
