@@ -42,7 +42,7 @@ that class's std. Both bias the verdict towards the majority class: the mean shr
 gradient by ``(n_c - 1) / n_c``, and a class whose verdicts all agree has std 0 and no signal. On a
 cue-blind verifier judging 2 right and 7 wrong attempts, the expected push towards "wrong" was half the
 unbalanced one (-1.11 against -2.21 at p = 1/2); with 15 % right attempts in batches of 32, a fifth to a
-half (docs/apo_pag.md, "PAG on SmolLM2").
+half (docs/apo_pag.md, "Why the default collapses").
 
 Registry: the signature follows the adv-estimator convention (leading ``(rewards, group_ids)`` as
 ``grpo``; without ``roles`` / ``turn_ids`` it reduces to GRPO; extra per-turn tensors as keywords),
