@@ -26,73 +26,80 @@ import statistics
 import sys
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-import satseq.methods.pag.advantages as adv  # noqa: E402
-from satseq.algos.advantages import keyed_group_normalize  # noqa: E402
-
-FIXED = adv._balanced_verifier
+VARIANT_NAMES = ("fixed", "fixed_x2", "pooled_std", "old", "none")
 
 
-def _pooled_std(r, key, is_v, attempt_correct, norm_by_std, eps):
-    a = FIXED(r, key, is_v, attempt_correct, norm_by_std, eps)
-    key_v = torch.cat([key, is_v.long().unsqueeze(1)], dim=1)
-    _, g = torch.unique(key_v, dim=0, return_inverse=True)
-    cls = attempt_correct.to(torch.long).clamp(0, 1)
-    gc = g * 2 + cls
-    z = torch.zeros(2 * (int(g.max()) + 1), dtype=r.dtype)
-    fv, rv = is_v.to(r.dtype), torch.where(is_v, r, torch.zeros_like(r))
-    mean_c = (z.index_add(0, gc, rv) / z.index_add(0, gc, fv).clamp(min=1))[gc]
-    resid = torch.where(is_v, r - mean_c, torch.zeros_like(r))
-    ss = z[: int(g.max()) + 1].index_add(0, g, resid * resid)[g]
-    n_g = z[: int(g.max()) + 1].index_add(0, g, fv)[g]
-    s = (ss / (n_g - 1).clamp(min=1)).sqrt()
-    return torch.where(is_v & (s > 0), a / (s + eps), torch.where(is_v, torch.zeros_like(a), a))
+def variants() -> dict:
+    """name -> the function replacing ``_balanced_verifier`` (None: no balance). Imports torch, so not at
+    module import (``--help`` stays fast)."""
+    import torch
 
+    import satseq.methods.pag.advantages as adv
+    from satseq.algos.advantages import keyed_group_normalize
 
-def _fixed_x2(r, key, is_v, attempt_correct, norm_by_std, eps):
-    a = FIXED(r, key, is_v, attempt_correct, norm_by_std, eps)
-    return torch.where(is_v, 2 * a, a)
+    fixed = adv._balanced_verifier
 
+    def fixed_x2(r, key, is_v, attempt_correct, norm_by_std, eps):
+        a = fixed(r, key, is_v, attempt_correct, norm_by_std, eps)
+        return torch.where(is_v, 2 * a, a)
 
-def _old(r, key, is_v, attempt_correct, norm_by_std, eps):
-    zeros = torch.zeros_like(is_v, dtype=torch.long)
-    cls = torch.where(is_v, attempt_correct.to(torch.long).clamp(0, 1), torch.full_like(zeros, -1))
-    key_v = torch.cat([key, is_v.long().unsqueeze(1)], dim=1)
-    key_cls = torch.cat([key_v, cls.unsqueeze(1)], dim=1)
-    out = keyed_group_normalize(r, key_cls, norm_by_std=norm_by_std, eps=eps)
-    _, g = torch.unique(key_v, dim=0, return_inverse=True)
-    _, gc = torch.unique(key_cls, dim=0, return_inverse=True)
-    n_g, n_gc = torch.bincount(g).to(r.dtype)[g], torch.bincount(gc).to(r.dtype)[gc]
-    classes = torch.zeros(int(g.max()) + 1, 2, dtype=torch.bool)
-    classes[g[is_v], cls[is_v]] = True
-    k = classes.sum(1).to(r.dtype)[g]
-    return out * torch.where(is_v, n_g / (k.clamp(min=1) * n_gc), torch.ones_like(r))
+    def pooled_std(r, key, is_v, attempt_correct, norm_by_std, eps):
+        a = fixed(r, key, is_v, attempt_correct, norm_by_std, eps)
+        key_v = torch.cat([key, is_v.long().unsqueeze(1)], dim=1)
+        _, g = torch.unique(key_v, dim=0, return_inverse=True)
+        n_groups = int(g.max()) + 1
+        gc = g * 2 + attempt_correct.to(torch.long).clamp(0, 1)
+        z = torch.zeros(2 * n_groups, dtype=r.dtype)
+        fv, rv = is_v.to(r.dtype), torch.where(is_v, r, torch.zeros_like(r))
+        mean_c = (z.index_add(0, gc, rv) / z.index_add(0, gc, fv).clamp(min=1))[gc]
+        resid = torch.where(is_v, r - mean_c, torch.zeros_like(r))
+        ss = z[:n_groups].index_add(0, g, resid * resid)[g]
+        n_g = z[:n_groups].index_add(0, g, fv)[g]
+        s = (ss / (n_g - 1).clamp(min=1)).sqrt()
+        return torch.where(is_v & (s > 0), a / (s + eps), torch.where(is_v, torch.zeros_like(a), a))
 
+    def old(r, key, is_v, attempt_correct, norm_by_std, eps):
+        zeros = torch.zeros_like(is_v, dtype=torch.long)
+        cls = torch.where(is_v, attempt_correct.to(torch.long).clamp(0, 1), torch.full_like(zeros, -1))
+        key_v = torch.cat([key, is_v.long().unsqueeze(1)], dim=1)
+        key_cls = torch.cat([key_v, cls.unsqueeze(1)], dim=1)
+        out = keyed_group_normalize(r, key_cls, norm_by_std=norm_by_std, eps=eps)
+        _, g = torch.unique(key_v, dim=0, return_inverse=True)
+        _, gc = torch.unique(key_cls, dim=0, return_inverse=True)
+        n_g, n_gc = torch.bincount(g).to(r.dtype)[g], torch.bincount(gc).to(r.dtype)[gc]
+        classes = torch.zeros(int(g.max()) + 1, 2, dtype=torch.bool)
+        classes[g[is_v], cls[is_v]] = True
+        k = classes.sum(1).to(r.dtype)[g]
+        return out * torch.where(is_v, n_g / (k.clamp(min=1) * n_gc), torch.ones_like(r))
 
-VARIANTS = {"fixed": FIXED, "fixed_x2": _fixed_x2, "pooled_std": _pooled_std, "old": _old, "none": None}
+    return {"fixed": fixed, "fixed_x2": fixed_x2, "pooled_std": pooled_std, "old": old, "none": None}
 
 
 def main() -> None:
-    from test_pag_learnability import run_check
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--variants", nargs="+", default=list(VARIANT_NAMES), choices=VARIANT_NAMES)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--p-ok", type=float, nargs="+", default=[2 / 3, 1 / 2])
     ap.add_argument("--prompts", type=int, default=16, help="prompts a step (x group 4)")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--lr", type=float, default=3e-4)
     args = ap.parse_args()
+    import torch
+
+    import satseq.methods.pag.advantages as adv
+    from test_pag_learnability import run_check
+
     torch.set_num_threads(1)
+    table = variants()
+    fixed = adv._balanced_verifier
     summary = {}
     for name in args.variants:
-        fn = VARIANTS[name]
-        adv._balanced_verifier = fn or FIXED
+        fn = table[name]
+        adv._balanced_verifier = fn or fixed
         overrides = () if fn is None else ("pag.verifier_balance=true",)
         for p_ok in args.p_ok:
             for s in args.seeds:
@@ -102,7 +109,7 @@ def main() -> None:
                 summary.setdefault(name, []).append(row)
                 print(f"{name:10s} ok {p_ok:.2f} seed {s}: balanced acc {row[0]:.3f}  wrong-recall {row[1]:.3f}  "
                       f"no verdict {row[2]:.3f}  Δ {row[3]:+.3f}", flush=True)
-    adv._balanced_verifier = FIXED
+    adv._balanced_verifier = fixed
     print("\nvariant     runs  learned (bal. acc ≥ 0.75)  mean bal. acc ± s.e.  mean Δ")
     for name, rows in summary.items():
         b = [r[0] for r in rows]
