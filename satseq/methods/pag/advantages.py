@@ -116,11 +116,11 @@ def _balanced_verifier(r: Tensor, key: Tensor, is_v: Tensor, attempt_correct: Te
     z = torch.zeros(2 * n_groups, dtype=r.dtype, device=r.device)
     rv = torch.where(is_v, r, torch.zeros_like(r))
     fv = is_v.to(r.dtype)
-    n_c = z.index_add(0, gc, fv)[gc]
-    s_c = z.index_add(0, gc, rv)[gc]
-    n_g = z[:n_groups].index_add(0, g, fv)[g]
-    s_g = z[:n_groups].index_add(0, g, rv)[g]
-    k = (z.index_add(0, gc, fv).view(n_groups, 2) > 0).sum(1).to(r.dtype)[g]
+    cell_n = z.index_add(0, gc, fv)  # verifier turns per (group, class)
+    cell_s = z.index_add(0, gc, rv)
+    n_c, s_c = cell_n[gc], cell_s[gc]
+    n_g, s_g = cell_n.view(n_groups, 2).sum(1)[g], cell_s.view(n_groups, 2).sum(1)[g]
+    k = (cell_n.view(n_groups, 2) > 0).sum(1).to(r.dtype)[g]
     # leave-one-out baseline: the class's other turns, else the group's other verifier turns, else none
     b = torch.where(n_c > 1, (s_c - r) / (n_c - 1).clamp(min=1),
                     torch.where(n_g > 1, (s_g - r) / (n_g - 1).clamp(min=1), r))
