@@ -248,6 +248,36 @@ def test_verifier_balance_gives_a_cue_blind_verdict_no_expected_gradient(p, n_ri
     assert unbalanced * majority > 0.05
 
 
+def _three_outcome_drift(q: tuple[float, float, float], right: torch.Tensor) -> float:
+    """The exact expected gradient, on the log-odds of "correct" against "wrong", of sum_i A_i log pi(v_i)
+    under ``verifier_balance`` for a verifier that ignores the attempt and says "correct" / "wrong" /
+    nothing with probabilities ``q`` (every verdict vector enumerated); no verdict earns 0 in both classes."""
+    import itertools
+
+    n, qt = right.numel(), torch.tensor(q, dtype=torch.float64)
+    total = 0.0
+    for says in itertools.product((0, 1, 2), repeat=n):
+        s = torch.tensor(says)
+        r = torch.where(right.bool(), (s == 0).double(), (s == 1).double())
+        a = pag_advantages(r, torch.zeros(n, dtype=torch.long), torch.full((n,), ROLE_IDS["verifier"]),
+                           torch.ones(n, dtype=torch.long), group_by="role", attempt_correct=right,
+                           verifier_balance=True, norm_by_std=False)
+        score = ((s == 0).double() - qt[0]) - ((s == 1).double() - qt[1])  # d log pi / d (z_c - z_w)
+        total += float(qt[s].prod()) * float((a * score).sum())
+    return total
+
+
+@pytest.mark.parametrize("q", [(0.4, 0.2, 0.4), (0.2, 0.4, 0.4), (0.3, 0.1, 0.6), (0.45, 0.45, 0.1)])
+def test_balanced_accuracy_drifts_a_blind_verifier_towards_its_commoner_verdict(q):
+    """What the balance leaves (docs/apo_pag.md, "PAG on SmolLM2"): it is an unbiased estimate of balanced
+    accuracy, and balanced accuracy with a third outcome (no verdict, 0 in both classes) is itself
+    (q_c + q_w) / 2 for a blind verifier, whose gradient on z_c - z_w is q_none (q_c - q_w) / 2 a turn:
+    rich get richer, whichever class is larger (2 right of 7 here)."""
+    right = torch.tensor([1, 1, 0, 0, 0, 0, 0])
+    expected = right.numel() * q[2] * (q[0] - q[1]) / 2
+    assert _three_outcome_drift(q, right) == pytest.approx(expected, abs=1e-9)
+
+
 def test_advantages_groups_and_grpo_convention():
     # two prompt groups never share a baseline
     adv = pag_advantages(torch.tensor([1.0, 0.0, 5.0, 5.0]), torch.tensor([0, 0, 1, 1]),
