@@ -1,6 +1,6 @@
 """Can SmolLM2-135M-Instruct check an answer? The base model as PAG's verifier, before any training.
 
-    python bench/methods/smollm2_verify_probe.py [--problems 60] [--samples 4] [--threads 2]
+    python bench/methods/smollm2_verify_probe.py [--problems 60] [--samples 4] [--threads 2] [--prompts two_shot]
 
 On the first ``--problems`` sums of ``recipes/smollm2/data/sum3_test.jsonl`` (``What is a + b + c?``), each
 shown with a proposed solution ``a + b + c = X. The answer is X.`` whose X is the sum on half the problems
@@ -17,7 +17,9 @@ Each verdict is read by PAG's parser (``parse_verdict``). Prints, per prompt and
 verdict is given at all, correct-recall (``correct`` on right solutions), wrong-recall (``wrong`` on wrong
 ones), balanced accuracy (both constant verifiers score 0.5), and how often the response to a wrong
 solution recomputes the sum (writes the right total): the careful check RL would have to select (shared/notes: RL on a tiny model
-only selects behaviours its warm start samples). Means ± s.e. over problems.
+only selects behaviours its warm start samples), and how often a response to a wrong solution says "wrong" when it
+recomputes the sum and when it does not (pooled over samples; a check worth selecting says "wrong" more often when
+it recomputed). Means ± s.e. over problems.
 """
 from __future__ import annotations
 
@@ -47,11 +49,17 @@ def _mean_se(xs: list[float]) -> str:
     return f"{r['mean']:.3f} ± {r['se']:.3f}" if r["se"] is not None else f"{r['mean']:.3f}"
 
 
+def _rate(xs: list[bool]) -> str:
+    """``share (of n)``, ``—`` when there are none."""
+    return f"{sum(xs) / len(xs):.2f} (of {len(xs)})" if xs else "—"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", type=int, default=60)
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompts", nargs="+", choices=("pag_chat", "two_shot"), default=["pag_chat", "two_shot"])
     args = ap.parse_args(argv)
     import torch
 
@@ -76,10 +84,12 @@ def main(argv=None) -> None:
     chat = ChatPAGFormat(tok, use_chat_template=True)
     prompts = {"pag_chat": [chat.verify(p, s) for p, s, _, _ in cases],
                "two_shot": [TWO_SHOT.format(problem=p, solution=s) for p, s, _, _ in cases]}
+    prompts = {k: v for k, v in prompts.items() if k in args.prompts}
     stops = {"pag_chat": (), "two_shot": ("\n",)}  # the worked checks are one line each
     print(f"\n{len(cases)} problems (half shown with the right sum), T = 1: {args.samples} samples each\n")
-    print("| prompt | decoding | a verdict given | correct-recall | wrong-recall | balanced accuracy | recomputes the sum (wrong solutions) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| prompt | decoding | a verdict given | correct-recall | wrong-recall | balanced accuracy | recomputes the sum (wrong solutions) "
+          "| says wrong: recomputed / not (wrong solutions, samples) |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, texts in prompts.items():
         modes = {"T = 1": (SamplingParams(temperature=1.0, max_new_tokens=64, stop=stops[name]), args.samples),
                  "greedy": (SamplingParams(temperature=0.0, max_new_tokens=64, stop=stops[name]), 1)}
@@ -87,6 +97,7 @@ def main(argv=None) -> None:
             ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts for _ in range(n)]
             gens = engine.generate(model, ids, sp, generator=torch.Generator().manual_seed(0))
             given, rec_c, rec_w, recomputed, bal = [], [], [], [], []
+            said_wrong = {True: [], False: []}  # wrong solutions: recomputed the sum? -> said "wrong"
             for k, (_, _, right, total) in enumerate(cases):
                 out = [g.text for g in gens[k * n:(k + 1) * n]]
                 verdicts = [parse_verdict(t) for t in out]
@@ -94,10 +105,13 @@ def main(argv=None) -> None:
                 ok = sum(v == ("correct" if right else "wrong") for v in verdicts) / n
                 (rec_c if right else rec_w).append(ok)
                 if not right:  # on a right solution the sum is also the shown answer: no evidence of a check
-                    recomputed.append(sum(str(total) in re.findall(r"\d+", t) for t in out) / n)
+                    hits = [str(total) in re.findall(r"\d+", t) for t in out]
+                    recomputed.append(sum(hits) / n)
+                    for hit, v in zip(hits, verdicts):
+                        said_wrong[hit].append(v == "wrong")
             bal = [(sum(rec_c) / len(rec_c) + sum(rec_w) / len(rec_w)) / 2]
             print(f"| {name} | {mode} | {_mean_se(given)} | {_mean_se(rec_c)} | {_mean_se(rec_w)} | {bal[0]:.3f} "
-                  f"| {_mean_se(recomputed)} |", flush=True)
+                  f"| {_mean_se(recomputed)} | {_rate(said_wrong[True])} / {_rate(said_wrong[False])} |", flush=True)
         print(f"\nexample ({name}, greedy): {gens[0].text[:200]!r}\n")
 
 
