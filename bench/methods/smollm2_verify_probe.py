@@ -1,11 +1,11 @@
 """Can SmolLM2-135M-Instruct check an answer? The base model as PAG's verifier, before any training.
 
-    python bench/methods/smollm2_verify_probe.py [--problems 60] [--samples 4] [--threads 2] [--prompts two_shot]
+    python bench/methods/smollm2_verify_probe.py [--problems 60] [--samples 4] [--threads 2] [--prompts two_shot] [--temperatures 1.0 0.5]
 
 On the first ``--problems`` sums of ``recipes/smollm2/data/sum3_test.jsonl`` (``What is a + b + c?``), each
 shown with a proposed solution ``a + b + c = X. The answer is X.`` whose X is the sum on half the problems
 and a near miss (±1, ±2, ±10) on the others, the base model is asked to judge it, ``--samples`` times at
-T = 1 and once greedy (64 new tokens; the two-shot prompt's check cut at its newline), under two prompts:
+T = 1 (or each of ``--temperatures``) and once greedy (64 new tokens; the two-shot prompt's check cut at its newline), under two prompts:
 
 * **pag_chat**: PAG's own verify prompt for instruction models (``ChatPAGFormat.verify``: the problem, the
   solution, "Check this solution step by step ... End your response with exactly "The answer is correct"
@@ -59,6 +59,7 @@ def main(argv=None) -> None:
     ap.add_argument("--problems", type=int, default=60)
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[1.0], help="sampled decodings (each --samples times)")
     ap.add_argument("--prompts", nargs="+", choices=("pag_chat", "two_shot"), default=["pag_chat", "two_shot"])
     args = ap.parse_args(argv)
     import torch
@@ -86,13 +87,14 @@ def main(argv=None) -> None:
                "two_shot": [TWO_SHOT.format(problem=p, solution=s) for p, s, _, _ in cases]}
     prompts = {k: v for k, v in prompts.items() if k in args.prompts}
     stops = {"pag_chat": (), "two_shot": ("\n",)}  # the worked checks are one line each
-    print(f"\n{len(cases)} problems (half shown with the right sum), T = 1: {args.samples} samples each\n")
+    print(f"\n{len(cases)} problems (half shown with the right sum), {args.samples} samples each at T > 0\n")
     print("| prompt | decoding | a verdict given | correct-recall | wrong-recall | balanced accuracy | recomputes the sum (wrong solutions) "
           "| says wrong: recomputed / not (wrong solutions, samples) |")
     print("|---|---|---|---|---|---|---|---|")
     for name, texts in prompts.items():
-        modes = {"T = 1": (SamplingParams(temperature=1.0, max_new_tokens=64, stop=stops[name]), args.samples),
-                 "greedy": (SamplingParams(temperature=0.0, max_new_tokens=64, stop=stops[name]), 1)}
+        modes = {f"T = {t:g}": (SamplingParams(temperature=t, max_new_tokens=64, stop=stops[name]), args.samples)
+                 for t in args.temperatures}
+        modes["greedy"] = (SamplingParams(temperature=0.0, max_new_tokens=64, stop=stops[name]), 1)
         for mode, (sp, n) in modes.items():
             ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts for _ in range(n)]
             gens = engine.generate(model, ids, sp, generator=torch.Generator().manual_seed(0))
