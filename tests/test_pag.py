@@ -213,21 +213,23 @@ def test_advantages_verifier_balance_hand_computed():
         pag_advantages(rewards, groups, roles, turns, verifier_balance=True)
 
 
-def _blind_verdict_gradient(p: float, right: torch.Tensor, **kw) -> float:
-    """The exact expected gradient, on the logit of saying "correct", of sum_i A_i log pi(verdict_i) for a
-    verifier that ignores the attempt and says "correct" with probability p (every verdict vector
-    enumerated with its probability), given which judged attempts are right (one batch-wide group)."""
+def _blind_verdict_gradient(q: tuple[float, float, float], right: torch.Tensor, **kw) -> float:
+    """The exact expected gradient, along z_c - z_w (the logits of "correct" and "wrong"), of
+    sum_i A_i log pi(v_i) for a verifier that ignores the attempt and says "correct" / "wrong" / nothing
+    with probabilities ``q`` (every verdict vector of nonzero probability enumerated), given which judged
+    attempts are right (one batch-wide group); no verdict earns 0 in both classes. With two outcomes
+    (q_none = 0) it is twice the gradient on the logit of "correct"."""
     import itertools
 
-    n = right.numel()
+    n, qt = right.numel(), torch.tensor(q, dtype=torch.float64)
     total = 0.0
-    for says in itertools.product((0.0, 1.0), repeat=n):
-        x = torch.tensor(says, dtype=torch.float64)
-        prob = float(torch.where(x > 0, torch.tensor(p), torch.tensor(1 - p)).prod())
-        r = torch.where(right.bool(), x, 1 - x)
+    for says in itertools.product([v for v in range(3) if q[v] > 0], repeat=n):
+        s = torch.tensor(says)
+        r = torch.where(right.bool(), (s == 0).double(), (s == 1).double())
         a = pag_advantages(r, torch.zeros(n, dtype=torch.long), torch.full((n,), ROLE_IDS["verifier"]),
                            torch.ones(n, dtype=torch.long), group_by="role", attempt_correct=right, **kw)
-        total += prob * float((a * (x - p)).sum())  # d log pi(verdict) / d logit = x - p
+        score = ((s == 0).double() - qt[0]) - ((s == 1).double() - qt[1])  # d log pi / d z_c - d log pi / d z_w
+        total += float(qt[s].prod()) * float((a * score).sum())
     return total
 
 
@@ -241,30 +243,11 @@ def test_verifier_balance_gives_a_cue_blind_verdict_no_expected_gradient(p, n_ri
     -2.21; -0.40 against -1.11 without the std scaling)."""
     right = torch.tensor([1] * n_right + [0] * (9 - n_right))
     for norm_by_std in (True, False):
-        g = _blind_verdict_gradient(p, right, verifier_balance=True, norm_by_std=norm_by_std)
+        g = _blind_verdict_gradient((p, 1 - p, 0.0), right, verifier_balance=True, norm_by_std=norm_by_std)
         assert abs(g) < 1e-9, (p, n_right, norm_by_std, g)
-    unbalanced = _blind_verdict_gradient(p, right, norm_by_std=False)
+    unbalanced = _blind_verdict_gradient((p, 1 - p, 0.0), right, norm_by_std=False) / 2  # on the logit
     majority = 1 if n_right > 9 - n_right else -1  # the direction of the push: towards the larger class
     assert unbalanced * majority > 0.05
-
-
-def _three_outcome_drift(q: tuple[float, float, float], right: torch.Tensor) -> float:
-    """The exact expected gradient, on the log-odds of "correct" against "wrong", of sum_i A_i log pi(v_i)
-    under ``verifier_balance`` for a verifier that ignores the attempt and says "correct" / "wrong" /
-    nothing with probabilities ``q`` (every verdict vector enumerated); no verdict earns 0 in both classes."""
-    import itertools
-
-    n, qt = right.numel(), torch.tensor(q, dtype=torch.float64)
-    total = 0.0
-    for says in itertools.product((0, 1, 2), repeat=n):
-        s = torch.tensor(says)
-        r = torch.where(right.bool(), (s == 0).double(), (s == 1).double())
-        a = pag_advantages(r, torch.zeros(n, dtype=torch.long), torch.full((n,), ROLE_IDS["verifier"]),
-                           torch.ones(n, dtype=torch.long), group_by="role", attempt_correct=right,
-                           verifier_balance=True, norm_by_std=False)
-        score = ((s == 0).double() - qt[0]) - ((s == 1).double() - qt[1])  # d log pi / d (z_c - z_w)
-        total += float(qt[s].prod()) * float((a * score).sum())
-    return total
 
 
 @pytest.mark.parametrize("q", [(0.4, 0.2, 0.4), (0.2, 0.4, 0.4), (0.3, 0.1, 0.6), (0.45, 0.45, 0.1)])
@@ -275,7 +258,8 @@ def test_balanced_accuracy_drifts_a_blind_verifier_towards_its_commoner_verdict(
     rich get richer, whichever class is larger (2 right of 7 here)."""
     right = torch.tensor([1, 1, 0, 0, 0, 0, 0])
     expected = right.numel() * q[2] * (q[0] - q[1]) / 2
-    assert _three_outcome_drift(q, right) == pytest.approx(expected, abs=1e-9)
+    drift = _blind_verdict_gradient(q, right, verifier_balance=True, norm_by_std=False)
+    assert drift == pytest.approx(expected, abs=1e-9)
 
 
 def test_advantages_groups_and_grpo_convention():

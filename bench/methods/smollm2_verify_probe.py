@@ -98,7 +98,7 @@ def main(argv=None) -> None:
         for mode, (sp, n) in modes.items():
             ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts for _ in range(n)]
             gens = engine.generate(model, ids, sp, generator=torch.Generator().manual_seed(0))
-            given, rec_c, rec_w, recomputed, bal = [], [], [], [], []
+            given, rec_c, rec_w, recomputed = [], [], [], []
             said_wrong = {True: [], False: []}  # wrong solutions: recomputed the sum? -> said "wrong"
             for k, (_, _, right, total) in enumerate(cases):
                 out = [g.text for g in gens[k * n:(k + 1) * n]]
@@ -111,8 +111,8 @@ def main(argv=None) -> None:
                     recomputed.append(sum(hits) / n)
                     for hit, v in zip(hits, verdicts):
                         said_wrong[hit].append(v == "wrong")
-            bal = [(sum(rec_c) / len(rec_c) + sum(rec_w) / len(rec_w)) / 2]
-            print(f"| {name} | {mode} | {_mean_se(given)} | {_mean_se(rec_c)} | {_mean_se(rec_w)} | {bal[0]:.3f} "
+            bal = (sum(rec_c) / len(rec_c) + sum(rec_w) / len(rec_w)) / 2
+            print(f"| {name} | {mode} | {_mean_se(given)} | {_mean_se(rec_c)} | {_mean_se(rec_w)} | {bal:.3f} "
                   f"| {_mean_se(recomputed)} | {_rate(said_wrong[True])} / {_rate(said_wrong[False])} |", flush=True)
         print(f"\nexample ({name}, greedy): {gens[0].text[:200]!r}\n")
 
