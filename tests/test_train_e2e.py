@@ -175,6 +175,37 @@ def test_lora_run_warm_start_is_the_base_model_as_stage_0_adapters(tiny_dir, tmp
     info["rollout"].update(source="resumed", speeds={"hf/float32/torch": 1.0})
     (tmp_path / "r" / "run_info.json").write_text(json.dumps(info))
     assert warm_start_run(tmp_path / "r", tmp_path / "cmp") == warm
+    # a run prompted otherwise (another few-shot template) starts from another policy in effect: its own warm
+    # start, evaluated with its own template, whichever of the two comes first (a study's existing
+    # directory keeps its name: the first to come keeps the key made before the prompt joined it)
+    from satseq.compare.baselines import _prompting, _saved_prompting
+    from satseq.config import load_config
+
+    shutil.copytree(tmp_path / "s", tmp_path / "p")
+    text = (tmp_path / "p" / "train_config.yaml").read_text()
+    assert "prompt_template: boxed" in text
+    (tmp_path / "p" / "train_config.yaml").write_text(text.replace("prompt_template: boxed",
+                                                                   "prompt_template: 'Q: 1 + 2? A: 3. Q: {problem} A:'"))
+    for first, second in (("s", "p"), ("p", "s")):
+        shutil.rmtree(tmp_path / "cmp", ignore_errors=True)
+        a, b = warm_start_run(tmp_path / first, tmp_path / "cmp"), warm_start_run(tmp_path / second, tmp_path / "cmp")
+        assert None not in (a, b) and a != b
+        for run, d in ((first, a), (second, b)):
+            assert _saved_prompting(d) == _prompting(load_config(tmp_path / run / "train_config.yaml", [], saved=True))
+            assert warm_start_run(tmp_path / run, tmp_path / "cmp") == d  # found again
+    # a restored study: evaluations kept, directories not; the one prompted otherwise does not take the other's
+    shutil.rmtree(tmp_path / "cmp")
+    legacy = warm_start_run(tmp_path / "s", tmp_path / "cmp")
+    shutil.rmtree(tmp_path / "cmp" / "baselines")
+    (tmp_path / "cmp" / "evals" / legacy.name).mkdir(parents=True)
+    preds = tmp_path / "cmp" / "evals" / legacy.name / "predictions.jsonl"
+    preds.write_text(json.dumps({"prompt": "Solve: 2 + 2. Put the answer in \\boxed{}."}) + "\n")
+    assert warm_start_run(tmp_path / "p", tmp_path / "cmp").name != legacy.name
+    shutil.rmtree(tmp_path / "cmp" / "baselines")
+    preds.write_text(json.dumps({"prompt": "Q: 1 + 2? A: 3. Q: 2 + 2 A:"}) + "\n")
+    assert warm_start_run(tmp_path / "p", tmp_path / "cmp").name == legacy.name
+    shutil.rmtree(tmp_path / "cmp")
+    warm = warm_start_run(tmp_path / "s", tmp_path / "cmp")
     for a in ("agent_1", "agent_2", "agent_3"):
         assert (warm / f"{a}_stage_0" / "adapter_model.safetensors").is_file()
     target = load_target(warm, stage=0, console=lambda *a, **k: None)

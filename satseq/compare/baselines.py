@@ -172,10 +172,43 @@ UPDATE_ONLY_ROLLOUT_KEYS = update_only_keys(RolloutConfig)
 ROLLOUT_BOOKKEEPING = ("source", "speeds")
 
 
+def _digest(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def _prompting(cfg) -> dict:
+    """What turns a problem into the first prompt: two runs that differ in it start from different policies
+    in effect (a few-shot template is part of the policy a warm-start row evaluates)."""
+    return {"template": cfg.data.prompt_template, "chat_template": cfg.model.chat_template}
+
+
+def _saved_prompting(run_dir: Path) -> dict:
+    from satseq.config import load_config
+
+    return _prompting(load_config(run_dir / "train_config.yaml", [], saved=True))
+
+
+def _evaluated_otherwise(eval_dir: Path, prompt: dict) -> bool:
+    """Whether a kept evaluation of a directory not rebuilt yet (a restored study) was prompted with another
+    few-shot template: its first prompt lacks the text this template puts before the problem."""
+    preds = eval_dir / "predictions.jsonl"
+    template = prompt["template"] or ""
+    if "{problem}" not in template or not preds.is_file():
+        return False
+    with preds.open(encoding="utf-8") as f:
+        first = f.readline()
+    try:
+        shown = json.loads(first).get("prompt") or ""
+    except json.JSONDecodeError:
+        return False
+    return template.split("{problem}")[0] not in shown
+
+
 def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
     """The stage-0 run directory of ``run_dir``'s warm start under ``out/baselines`` (made once,
     atomically; shared by runs with the same start, workflow, prompting and sampling settings), or None
-    where its start cannot be rebuilt."""
+    where its start cannot be rebuilt. Prompting: the first prompt's template and chat template (the
+    method's own turn prompts are in ``workflow_options``)."""
     from satseq.config import dump_config
     from satseq.registry import get_method
     from satseq.utils.io import write_json
@@ -195,8 +228,14 @@ def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
            # previous_template only when set: the keys (directory names) of studies made before it stay
            "show_previous": [cfg.sat_seq.show_previous, cfg.sat_seq.previous_budget]
            + ([cfg.sat_seq.previous_template] if cfg.sat_seq.previous_template is not None else [])}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
-    final = Path(out) / "baselines" / f"warm_start_{workflow}_{digest}"
+    # the key without the prompting names the directory of the first run to come with it (so the
+    # directories and evaluations of studies made before the prompting joined the key keep their names);
+    # a run prompted otherwise gets the key with its prompting
+    prompt = _prompting(cfg)
+    final = Path(out) / "baselines" / f"warm_start_{workflow}_{_digest(key)}"
+    if (final / "run_info.json").is_file() and _saved_prompting(final) != prompt \
+            or not (final / "run_info.json").is_file() and _evaluated_otherwise(Path(out) / "evals" / final.name, prompt):
+        final = final.with_name(f"warm_start_{workflow}_{_digest({**key, 'prompt': prompt})}")
     if (final / "run_info.json").is_file():
         return final
     tmp = final.with_name(final.name + ".tmp")
