@@ -23,6 +23,7 @@ def test_partial_sum_needs_the_first_two_operands():
     assert md._partial_sum(" First add 4 + 4 = 8. Then add 7 to 8.", 4, 4) == 8
     assert md._partial_sum(" 4 + 4 + 7 = 18. The answer is 18.", 4, 4) is None  # "4 + 7 = 18" has other operands
     assert md._partial_sum(" 3 + 4 = 9. 9 + 5 = 14.", 3, 4) == 9
+    assert md._partial_sum(" 4 + 4 + 4 = 12. The answer is 12.", 4, 4) is None  # the tail of the whole sum
 
 
 def test_mlmt_rows_read_the_coach_and_one_pass_rows_the_answer(tmp_path):

@@ -24,9 +24,11 @@ NUMBER = re.compile(r"\d+")
 
 def _partial_sum(text: str, first: int, second: int) -> int | None:
     """The ``c`` of the first ``first + second = c`` written in ``text`` (None if it is not written)."""
-    for a, b, c in ADDITION.findall(text):
-        if (int(a), int(b)) == (first, second):
-            return int(c)
+    for m in ADDITION.finditer(text):
+        if text[:m.start()].rstrip().endswith("+"):  # the tail of a longer sum ("4 + 4 + 4 = 12"), not a + b = c
+            continue
+        if (int(m.group(1)), int(m.group(2))) == (first, second):
+            return int(m.group(3))
     return None
 
 
