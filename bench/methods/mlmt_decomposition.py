@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 from pathlib import Path
 
@@ -36,12 +35,8 @@ def _rate(xs: list[bool]) -> str:
     return f"{sum(xs) / len(xs):.3f} (n = {len(xs)})" if xs else "—"
 
 
-def _mean_se(xs: list[float]) -> str:
-    if not xs:
-        return "—"
-    m = sum(xs) / len(xs)
-    se = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) if len(xs) > 1 else 0.0
-    return f"{m:.3f} ± {se:.3f}"
+def _fmt(ms: dict) -> str:
+    return "—" if ms["mean"] is None else f"{ms['mean']:.3f} ± {ms['se'] or 0.0:.3f}"
 
 
 def breakdown(eval_dir: Path) -> dict:
@@ -76,13 +71,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("eval_dirs", nargs="+", type=Path, help="satseq eval output directories (predictions.jsonl)")
     args = ap.parse_args()
+    from satseq.compare.baselines import mean_se
+
     print("| evaluation | partial sum in | written | right (when written) | final right: partial right / "
           "wrong or absent | final accuracy |")
     print("|---|---|---|---|---|---|")
     for d in args.eval_dirs:
         b = breakdown(d)
         print(f"| {d.name} | {b['where']} | {_rate(b['written'])} | {_rate(b['right'])} | "
-              f"{_rate(b['final_if_right'])} / {_rate(b['final_if_not'])} | {_mean_se(b['final'])} |")
+              f"{_rate(b['final_if_right'])} / {_rate(b['final_if_not'])} | {_fmt(mean_se(b['final']))} |")
 
 
 if __name__ == "__main__":

@@ -233,10 +233,11 @@ def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
     # a run prompted otherwise gets the key with its prompting
     prompt = _prompting(cfg)
     final = Path(out) / "baselines" / f"warm_start_{workflow}_{_digest(key)}"
-    if (final / "run_info.json").is_file() and _saved_prompting(final) != prompt \
-            or not (final / "run_info.json").is_file() and _evaluated_otherwise(Path(out) / "evals" / final.name, prompt):
+    made = (final / "run_info.json").is_file()
+    if _saved_prompting(final) != prompt if made else _evaluated_otherwise(Path(out) / "evals" / final.name, prompt):
         final = final.with_name(f"warm_start_{workflow}_{_digest({**key, 'prompt': prompt})}")
-    if (final / "run_info.json").is_file():
+        made = (final / "run_info.json").is_file()
+    if made:
         return final
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
