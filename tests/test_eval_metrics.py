@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from satseq.eval.metrics import avg_at_k, maj_at_k, majority_vote, pass_at_k, problem_metrics, summarize
+from satseq.eval.metrics import (avg_at_k, maj_at_k, majority_vote, pass_at_k, problem_metrics, summarize,
+                                 tie_generator, vote_of)
 
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> float:
@@ -84,30 +85,66 @@ def test_maj_at_k_hand_cases():
     assert maj_at_k(["3", "0.5", "\\frac12"], "1/2", 3) == 1.0
     # string grouping would be a 3-way tie won by the first answer "3"
     assert maj_at_k(["3", "0.5", "\\frac12"], "1/2", 3, equivalent=lambda a, b: a == b) == 0.0
-    # a 2-2 tie goes to the answer that appeared first
-    assert maj_at_k(["1/2", "3", "0.5", "3"], "0.5", 4) == 1.0
-    assert maj_at_k(["3", "1/2", "0.5", "3"], "0.5", 4) == 0.0
+    # an odd k's tie (three different answers) goes to the answer that appeared first
+    assert maj_at_k(["3", "5", "4"], "3", 3) == 1.0
+    assert maj_at_k(["5", "3", "4"], "3", 3) == 0.0
+    # a strict majority at an even k needs no stream and ignores it
+    assert maj_at_k(["0.5", "3", "1/2", "1/2"], "0.5", 4, tie_seed=(0, "p")) == 1.0
     # only the first k samples vote
-    assert maj_at_k(["4", "4", "5", "5", "5"], "5", 2) == 0.0
+    assert maj_at_k(["4", "4", "5", "5", "5"], "5", 2, tie_seed=(0, "p")) == 0.0
     assert maj_at_k(["4", "4", "5", "5", "5"], "5", 5) == 1.0
     assert maj_at_k([None, None, "5"], "5", 3) == 1.0
-    assert maj_at_k([None, None, "5"], "5", 2) == 0.0
+    assert maj_at_k([None, None, "5"], "5", 2, tie_seed=(0, "p")) == 0.0
     with pytest.raises(ValueError):
-        maj_at_k(["1"], "1", 2)
+        maj_at_k(["1"], "1", 2, tie_seed=(0, "p"))
+    # an even k's tie has no silent first-sample fallback: without the run's stream it refuses
+    with pytest.raises(ValueError, match="seeded stream"):
+        maj_at_k(["1/2", "3", "0.5", "3"], "0.5", 4)
+
+
+def test_even_vote_ties_follow_the_seeded_stream():
+    """A 1-1 tie at k=2 goes to either sample, about half the time each over problems, and the same way
+    every time for one (seed, problem); another seed redraws it; a tie at an odd k still goes to the first."""
+    problems = range(400)
+    first = [maj_at_k(["1", "2"], "1", 2, tie_seed=(7, pid)) for pid in problems]
+    assert 0.4 < sum(first) / len(first) < 0.6  # both ways over problems: 200 ± 10 expected
+    assert first == [maj_at_k(["1", "2"], "1", 2, tie_seed=(7, pid)) for pid in problems]  # deterministic
+    # the winner is one of the tied answers, and a mirror order swaps which one is "first"
+    mirror = [maj_at_k(["2", "1"], "1", 2, tie_seed=(7, pid)) for pid in problems]
+    assert first != mirror
+    other_seed = [maj_at_k(["1", "2"], "1", 2, tie_seed=(8, pid)) for pid in problems]
+    assert other_seed != first and 0.4 < sum(other_seed) / len(other_seed) < 0.6
+    # ids of other types (the embedded tasks' are ints, datasets' strings) key the stream by their JSON
+    assert vote_of(["a", "b"], 2, tie_seed=(0, {"i": 3})) == vote_of(["a", "b"], 2, tie_seed=(0, {"i": 3}))
+    # three-way tie at k=4 (one None): each of the tied groups can win, never the non-vote
+    wins = {vote_of(["1", "2", None, "3"], 4, tie_seed=(0, pid)) for pid in problems}
+    assert wins == {"1", "2", "3"}
+    # odd k unchanged: the first answer of a three-way tie, whatever the seed
+    assert {vote_of(["1", "2", "3"], 3, tie_seed=(s, 0)) for s in range(20)} == {"1"}
+
+
+def test_tie_generator_is_a_function_of_seed_problem_and_k():
+    a = tie_generator(0, "p1", 2).integers(1 << 30, size=4)
+    assert (a == tie_generator(0, "p1", 2).integers(1 << 30, size=4)).all()
+    for other in (tie_generator(1, "p1", 2), tie_generator(0, "p2", 2), tie_generator(0, "p1", 4)):
+        assert not (a == other.integers(1 << 30, size=4)).all()
+    with pytest.raises(ValueError, match="generator"):
+        majority_vote(["1", "2"], tie_break="seeded")
 
 
 def test_problem_metrics():
-    m = problem_metrics([1, 0, 0, 1], [1, 2], answers=["5", "4", "4", "5"], gold="5")
+    m = problem_metrics([1, 0, 0, 1], [1, 2], answers=["5", "4", "4", "5"], gold="5", tie_seed=(0, "q"))
+    won = 1.0 if vote_of(["5", "4"], 2, tie_seed=(0, "q")) == "5" else 0.0  # a 1-1 tie: the stream's draw
     assert m == pytest.approx({"pass@1": 0.5, "avg@1": 1.0, "maj@1": 1.0,
-                               "pass@2": 5 / 6, "avg@2": 0.5, "maj@2": 1.0})
+                               "pass@2": 5 / 6, "avg@2": 0.5, "maj@2": won})
 
 
 def test_summarize_hand_computed():
     per_problem = [
-        {"correct": [1, 0, 0, 1], "answers": ["5", "4", "4", "5"], "gold": "5"},
-        {"correct": [0, 0, 0, 0], "answers": ["1", None, "2", "1"], "gold": "3"},
+        {"correct": [1, 0, 0, 1], "answers": ["5", "4", "4", "5"], "gold": "5", "problem_id": 0},
+        {"correct": [0, 0, 0, 0], "answers": ["1", None, "2", "1"], "gold": "3", "problem_id": 1},
     ]
-    s = summarize(per_problem, [1, 2])
+    s = summarize(per_problem, [1, 2], seed=3)
     assert s["n_problems"] == 2 and s["n_samples"] == 8 and s["samples_per_problem"] == 4
     # pass@1: values 0.5, 0 -> mean 0.25; sample std = 0.5/sqrt(2); SE = std/sqrt(2) = 0.25
     assert s["pass@1"] == pytest.approx({"mean": 0.25, "se": 0.25})
@@ -117,7 +154,11 @@ def test_summarize_hand_computed():
     assert s["avg@1"] == pytest.approx({"mean": 0.5, "se": 0.5})
     assert s["avg@2"]["mean"] == pytest.approx(0.25)
     assert s["maj@1"]["mean"] == pytest.approx(0.5)
-    assert s["maj@2"]["mean"] == pytest.approx(0.5)  # problem 1: tie 5/4 -> first ("5")
+    # problem 0: a 5/4 tie, drawn by seed 3's stream for problem 0; problem 1: wrong either way
+    won = 1.0 if vote_of(["5", "4"], 2, tie_seed=(3, 0)) == "5" else 0.0
+    assert s["maj@2"]["mean"] == pytest.approx(won / 2)
+    with pytest.raises(ValueError, match="seeded stream"):
+        summarize(per_problem, [2])  # an even k without the evaluation's seed
 
 
 def test_summarize_without_answers_and_single_problem():

@@ -105,7 +105,8 @@ def coach_baselines(rows: Sequence[dict]) -> dict:
 
 def summarize_eval(metrics: dict, rows: Sequence[dict], k: int) -> dict:
     """What the comparison keeps of one evaluation: accuracy and pass@k (mean ± s.e. over problems),
-    maj@k for one policy answering alone (the majority of k samples, ties to the first), and the
+    maj@k for one policy answering alone (the majority of k samples; ties: odd k the first, even k the
+    eval seed's stream, :func:`~satseq.eval.metrics.vote_of`), and the
     workflow's trivial baselines (verifier or coach) when it has them."""
     from satseq.eval.predictions_io import problem_key
 

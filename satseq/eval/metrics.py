@@ -5,25 +5,30 @@
   ``1 − prod(1 − k / arange(n−c+1, n+1))``; it is 1 when ``n − c < k``.
 - avg@k: the mean correctness of the first k samples.
 - maj@k: the correctness of the most frequent answer among the first k samples, answers grouped
-  by equivalence (``is_equivalent``, i.e. math-verify), not by string equality.
+  by equivalence (``is_equivalent``, i.e. math-verify), not by string equality. Ties: for an odd k
+  the answer that appeared first; for an even k (where two different answers always tie, so a
+  first-sample rule makes a vote of 2 the first sample) one of the tied answers drawn by the
+  evaluation's seeded stream for that problem (:func:`~satseq.rewards.voting.tie_generator`: the
+  eval seed, the problem id and k), so the figure is reproducible and leans on no sample position.
 - standard error of an overall figure: ``SE = s / sqrt(P)``, with ``s`` the sample standard
   deviation (ddof = 1) of the per-problem values over the ``P`` problems.
 """
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from satseq.rewards.grade import is_equivalent
-from satseq.rewards.voting import Equivalent, majority_vote  # noqa: F401  (re-exported)
+from satseq.rewards.voting import Equivalent, majority_vote, tie_generator  # noqa: F401  (re-exported)
 
 __all__ = [
     "pass_at_k",
     "avg_at_k",
     "maj_at_k",
     "majority_vote",
+    "vote_of",
     "problem_metrics",
     "summarize",
 ]
@@ -52,22 +57,44 @@ def avg_at_k(correct: Sequence[bool | float], k: int | None = None) -> float:
     return float(sum(float(x) for x in correct[:k]) / k)
 
 
+def vote_of(
+    answers: Sequence[str | None],
+    k: int,
+    equivalent: Equivalent = is_equivalent,
+    tie_seed: tuple[int, Any] | None = None,
+) -> str | None:
+    """The majority answer of the first ``k`` answers (maj@k's winner); None if all are None.
+
+    Ties: odd ``k``, the answer that appeared first (``tie_break="first"``); even ``k``, drawn by
+    ``tie_generator(seed, problem_id, k)`` with ``tie_seed = (seed, problem_id)`` (required then: a
+    ``ValueError`` otherwise, so no even vote falls back to the first sample unnoticed).
+    """
+    if k % 2:
+        return majority_vote(answers[:k], equivalent, tie_break="first")
+    if tie_seed is None:
+        raise ValueError(f"a vote of an even k ({k}) breaks ties with the run's seeded stream: "
+                         "pass tie_seed=(seed, problem_id)")
+    return majority_vote(answers[:k], equivalent, tie_break="seeded",
+                         generator=tie_generator(tie_seed[0], tie_seed[1], k))
+
+
 def maj_at_k(
     answers: Sequence[str | None],
     gold: str,
     k: int | None = None,
     equivalent: Equivalent = is_equivalent,
+    tie_seed: tuple[int, Any] | None = None,
 ) -> float:
     """1.0 if the majority answer of the first ``k`` samples is equivalent to ``gold``, else 0.0.
 
-    Ties go to the answer that appeared first (``majority_vote(..., tie_break="first")``); a
-    problem whose k answers are all None scores 0.
+    Ties as in :func:`vote_of` (odd k: the first answer; even k: the seeded stream of ``tie_seed =
+    (seed, problem_id)``); a problem whose k answers are all None scores 0.
     """
     if k is None:
         k = len(answers)
     if not 1 <= k <= len(answers):
         raise ValueError(f"maj_at_k: need 1 <= k <= {len(answers)} samples, got k={k}")
-    winner = majority_vote(answers[:k], equivalent, tie_break="first")
+    winner = vote_of(answers, k, equivalent, tie_seed)
     if winner is None:
         return 0.0
     return 1.0 if equivalent(winner, gold) else 0.0
@@ -79,10 +106,12 @@ def problem_metrics(
     answers: Sequence[str | None] | None = None,
     gold: str | None = None,
     equivalent: Equivalent = is_equivalent,
+    tie_seed: tuple[int, Any] | None = None,
 ) -> dict[str, float]:
     """``{"pass@k", "avg@k"[, "maj@k"]}`` for one problem, for each k in ``ks``.
 
-    ``maj@k`` is computed only when ``answers`` and ``gold`` are given.
+    ``maj@k`` is computed only when ``answers`` and ``gold`` are given; an even k needs ``tie_seed =
+    (seed, problem_id)`` for its ties (:func:`maj_at_k`).
     """
     n = len(correct)
     c = int(sum(1 for x in correct if float(x) > 0.5))
@@ -93,7 +122,7 @@ def problem_metrics(
         if answers is not None and gold is not None:
             if len(answers) != n:
                 raise ValueError(f"problem_metrics: {len(answers)} answers for {n} samples")
-            out[f"maj@{k}"] = maj_at_k(answers, gold, k, equivalent)
+            out[f"maj@{k}"] = maj_at_k(answers, gold, k, equivalent, tie_seed)
     return out
 
 
@@ -109,11 +138,13 @@ def summarize(
     per_problem: Sequence[dict],
     ks: Sequence[int],
     equivalent: Equivalent = is_equivalent,
+    seed: int | None = None,
 ) -> dict:
     """Overall metrics over problems, with standard errors and counts.
 
     Each entry of ``per_problem`` has ``correct`` (list of per-sample 0/1) and, optionally,
-    ``answers`` (list of extracted answers, None allowed) and ``gold`` for maj@k. Returns::
+    ``answers`` (list of extracted answers, None allowed) and ``gold`` for maj@k, and ``problem_id``
+    (with ``seed``, the evaluation's seed: the stream that breaks an even k's ties). Returns::
 
         {"n_problems": P, "n_samples": S, "samples_per_problem": n or None (if unequal),
          "pass@k": {"mean": m, "se": s}, "avg@k": {...}, "maj@k": {...}, ...}
@@ -133,6 +164,7 @@ def summarize(
             p.get("answers") if with_maj else None,
             p.get("gold") if with_maj else None,
             equivalent,
+            (seed, p.get("problem_id")) if seed is not None else None,
         )
         for key, v in m.items():
             values.setdefault(key, []).append(v)

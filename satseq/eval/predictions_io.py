@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from satseq.errors import SatseqError
-from satseq.eval.metrics import majority_vote, problem_metrics
+from satseq.eval.metrics import problem_metrics, vote_of
 from satseq.eval.targets import Target
 from satseq.utils.io import read_jsonl, write_jsonl
 from satseq.records import Problem
@@ -85,7 +85,9 @@ def _k_dict(metrics: dict, kind: str, ks: Sequence[int]) -> dict:
     return {str(k): metrics[f"{kind}@{k}"] for k in ks if f"{kind}@{k}" in metrics}
 
 
-def records(target: Target, problems: list[Problem], episodes, n: int, ks: Sequence[int]) -> list[dict]:
+def records(target: Target, problems: list[Problem], episodes, n: int, ks: Sequence[int], seed: int) -> list[dict]:
+    """One prediction line per problem; ``seed`` (the evaluation's) seeds the stream that breaks the ties
+    of a vote over an even number of samples (:func:`~satseq.eval.metrics.vote_of`)."""
     from satseq.registry import method_for_workflow
     from satseq.rewards.grade import is_equivalent
 
@@ -95,12 +97,13 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
         eps = episodes[g * n:(g + 1) * n]
         assert all(ep.group == g for ep in eps)
         gold = str(p.answer)
+        tie_seed = (int(seed), p.problem_id)
         rec: dict = {"problem_id": p.problem_id, "problem": p.problem, "prompt": eps[0].turns[0].prompt_text,
                      "answer": gold}
         custom = owner.prediction_answers(eps) if owner is not None else None
         if custom is not None:  # the workflow's method says what its final answer is
             answers, correct = custom
-            rec["predicted_answer"] = majority_vote(answers, is_equivalent, tie_break="first")
+            rec["predicted_answer"] = vote_of(answers, len(answers), is_equivalent, tie_seed)
             rec["individual_answers"] = answers
         elif target.kind == "run":
             answers = [ep.prediction for ep in eps]
@@ -110,9 +113,9 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
         else:
             answers = [ep.turns[0].answer for ep in eps]
             correct = [bool(ep.turns[0].correct) for ep in eps]
-            rec["predicted_answer"] = majority_vote(answers, is_equivalent, tie_break="first")
+            rec["predicted_answer"] = vote_of(answers, len(answers), is_equivalent, tie_seed)
             rec["individual_answers"] = answers
-        m = problem_metrics(correct, ks, answers, gold)
+        m = problem_metrics(correct, ks, answers, gold, tie_seed=tie_seed)
         rec["pass_at_k"] = _k_dict(m, "pass", ks)
         rec["avg_at_k"] = _k_dict(m, "avg", ks)
         rec["maj_at_k"] = _k_dict(m, "maj", ks)

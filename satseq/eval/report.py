@@ -21,8 +21,11 @@ def _flatten(x) -> list:
     return out
 
 
-def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
+def compute_metrics(rows: list[dict], ks: Sequence[int], seed: int) -> dict:
     """Overall metrics over prediction lines (duplicates of a problem_id: the first line counts).
+
+    ``seed`` is the evaluation's (``inference_config.yaml``): with each line's ``problem_id`` it seeds
+    the stream that breaks the ties of maj@k for an even k (:func:`~satseq.eval.metrics.vote_of`).
 
     Top level: the final answer (single: the model's; relay: the vote) — ``accuracy`` (mean
     correctness of all samples = avg@n), ``pass@k``, ``avg@k``, ``maj@k``, each ``{"mean", "se"}``.
@@ -40,14 +43,15 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
     ks = [k for k in sorted(set(ks)) if k <= n_min]
 
     def block(per_problem):
-        s = summarize(per_problem, ks)
+        s = summarize(per_problem, ks, seed=seed)
         acc = [sum(p["correct"]) / len(p["correct"]) for p in per_problem]
         mean = sum(acc) / len(acc)
         se = (math.sqrt(sum((a - mean) ** 2 for a in acc) / (len(acc) - 1)) / math.sqrt(len(acc))
               if len(acc) > 1 else None)
         return {"accuracy": {"mean": mean, "se": se}, **s}
 
-    final = block([{"correct": [float(c) for c in r["correct"]], "answers": r["answers"], "gold": r["answer"]}
+    final = block([{"correct": [float(c) for c in r["correct"]], "answers": r["answers"], "gold": r["answer"],
+                    "problem_id": r.get("problem_id")}
                    for r in uniq])
     kind = ("self_verify" if "verdicts" in uniq[0] else "coach" if "turn1_correct" in uniq[0]
             else "relay" if "agents" in uniq[0] else "single")
@@ -62,7 +66,7 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
     if kind == "self_verify":
         out["final"] = dict(final)
         out["turn1"] = block([{"correct": [float(c) for c in r["turn1_correct"]], "answers": r["turn1_answers"],
-                               "gold": r["answer"]} for r in uniq])
+                               "gold": r["answer"], "problem_id": r.get("problem_id")} for r in uniq])
         v = [c for r in uniq for s in r["verifier_correct"] for c in s]
         revised = [x for r in uniq for x in r["revised"]]
         changed = [x for r in uniq for x in r["answer_changed"]]
@@ -73,7 +77,7 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
     if kind == "coach":
         out["turn3"] = dict(final)
         out["turn1"] = block([{"correct": [float(c) for c in r["turn1_correct"]], "answers": r["turn1_answers"],
-                               "gold": r["answer"]} for r in uniq])
+                               "gold": r["answer"], "problem_id": r.get("problem_id")} for r in uniq])
         pairs = [(a, b) for r in uniq for a, b in zip(r["turn1_correct"], r["correct"])]
         wrong1, right1 = sum(not a for a, _ in pairs), sum(a for a, _ in pairs)
         out["improvement_rate"] = sum((not a) and b for a, b in pairs) / wrong1 if wrong1 else None
@@ -86,7 +90,7 @@ def compute_metrics(rows: list[dict], ks: Sequence[int]) -> dict:
         for i, name in enumerate(agents):
             out["agents"][name] = block([
                 {"correct": [float(s[i]) for s in r["agent_correct"]], "answers": [s[i] for s in r["agent_answers"]],
-                 "gold": r["answer"]} for r in uniq])
+                 "gold": r["answer"], "problem_id": r.get("problem_id")} for r in uniq])
     return out
 
 

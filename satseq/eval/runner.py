@@ -20,7 +20,8 @@ Per problem, one line of ``predictions.jsonl``:
 - ``answers`` / ``correct``: the final answer of each of the n samples (single: the model's
   answer; relay: the vote) and its correctness; ``pass_at_k``, ``avg_at_k``, ``maj_at_k`` (dicts
   keyed by k) over them;
-- ``predicted_answer``: single: the majority answer over the n samples (ties: first seen); relay:
+- ``predicted_answer``: single: the majority answer over the n samples (ties as maj@n's: odd n the first
+  seen, even n the eval seed's stream, :func:`~satseq.eval.metrics.vote_of`); relay:
   the vote of sample 0; ``individual_answers``: what ``predicted_answer`` is the vote of (single:
   the n samples' answers; relay: the K agents' answers in sample 0);
 - ``responses`` (single: n texts; relay: n lists of K texts), ``finish_reasons`` (same shape);
@@ -284,7 +285,7 @@ def run_evaluation(
             gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + c)
             episodes = wf.rollout(chunk, target.pool, rollout_engine, group_size=n, generator=gen)
             target.method.grade(episodes)
-            for rec in records(target, chunk, episodes, n, ks):
+            for rec in records(target, chunk, episodes, n, ks, seed):
                 append_jsonl(out_dir / PREDICTIONS, rec)
                 correct_so_far.append(sum(rec["correct"]) / len(rec["correct"]))
             bar.advance(len(chunk))
@@ -292,7 +293,7 @@ def run_evaluation(
     gen_s = time.perf_counter() - t_gen
 
     all_rows = read_jsonl(out_dir / PREDICTIONS, allow_partial_last_line=True)
-    metrics = compute_metrics(all_rows, ks)
+    metrics = compute_metrics(all_rows, ks, seed)
     outside = len({problem_key(r.get("problem_id")) for r in all_rows} - set(ids))
     if outside:
         console(f"[satseq] note: {PREDICTIONS} also holds {outside} problems outside this selection; "
