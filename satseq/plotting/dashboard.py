@@ -1,4 +1,5 @@
-"""The training dashboard: ``satseq plot RUN_DIR`` draws six panels from ``metrics.jsonl`` to a PNG.
+"""The training dashboard: ``satseq plot RUN_DIR`` draws six panels from ``metrics.jsonl`` to a PNG
+(:func:`plot_dashboard`; :func:`plot_panels` writes each panel as its own PNG).
 
 The layout is the run's method's: :func:`run_info` reads ``method`` from ``run_info.json`` (inferred
 from the metric names when absent: the first registered method, in name order, with a
@@ -78,6 +79,13 @@ def _layout(method: str):
     return m.dashboard, getattr(m, "title", "") or method
 
 
+def _rows_by_step(run_dir: Path) -> list[dict]:
+    rows = read_metrics(run_dir)
+    if not rows:
+        raise ValueError(f"{run_dir / 'metrics.jsonl'}: no metrics")
+    return sorted(rows, key=lambda r: (num(r.get("step")) is None, num(r.get("step")) or 0.0))
+
+
 def plot_dashboard(run_dir: str | Path, out: Optional[Path] = None) -> Path:
     """Draw the six-panel dashboard of ``run_dir`` to ``out`` (default ``run_dir/dashboard.png``).
 
@@ -86,10 +94,7 @@ def plot_dashboard(run_dir: str | Path, out: Optional[Path] = None) -> Path:
     from matplotlib.figure import Figure
 
     run_dir = Path(run_dir)
-    rows = read_metrics(run_dir)
-    if not rows:
-        raise ValueError(f"{run_dir / 'metrics.jsonl'}: no metrics")
-    rows = sorted(rows, key=lambda r: (num(r.get("step")) is None, num(r.get("step")) or 0.0))
+    rows = _rows_by_step(run_dir)
     method, agents = run_info(run_dir, rows)
     draw, layout = _layout(method)
     out = Path(out) if out is not None else run_dir / "dashboard.png"
@@ -106,13 +111,48 @@ def plot_dashboard(run_dir: str | Path, out: Optional[Path] = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out, "wb") as fh:
         _save_png(fig, fh)
-    try:  # mkstemp made it private (0600); a dashboard is an ordinary file
+    _make_ordinary(out)
+    return out
+
+
+def _make_ordinary(path: Path) -> None:
+    """mkstemp made it private (0600); a dashboard is an ordinary file (the umask's mode)."""
+    try:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(out, 0o666 & ~umask)
+        os.chmod(path, 0o666 & ~umask)
     except OSError:
         pass
-    return out
+
+
+def plot_panels(run_dir: str | Path, out_dir: Optional[Path] = None) -> list[Path]:
+    """Draw each of the dashboard's six panels as its own PNG in ``out_dir`` (default ``run_dir``),
+    named ``panel_<i>_<title>.png`` after the panel's title (the seed notebook's six plots; the same
+    layout as :func:`plot_dashboard`). Returns the six paths, in panel order."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    run_dir = Path(run_dir)
+    rows = _rows_by_step(run_dir)
+    method, agents = run_info(run_dir, rows)
+    draw, _ = _layout(method)
+    figs = [Figure(figsize=(7, 4.5), dpi=100) for _ in range(6)]
+    for fig in figs:
+        FigureCanvasAgg(fig)
+    axes = [fig.subplots() for fig in figs]
+    draw(axes, rows, agents, run_dir)
+    out_dir = Path(out_dir) if out_dir is not None else run_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, (fig, ax) in enumerate(zip(figs, axes), 1):
+        slug = re.sub(r"[^a-z0-9]+", "_", ax.get_title().lower()).strip("_") or "panel"
+        fig.tight_layout()
+        path = out_dir / f"panel_{i}_{slug}.png"
+        with atomic_write(path, "wb") as fh:
+            _save_png(fig, fh)
+        _make_ordinary(path)
+        paths.append(path)
+    return paths
 
 
 def _save_png(fig, fh) -> None:
@@ -130,4 +170,4 @@ def _save_png(fig, fh) -> None:
         fig.savefig(fh, format="png", dpi=fig.dpi)
 
 
-__all__ = ["infer_method", "plot_dashboard", "run_info"]
+__all__ = ["infer_method", "plot_dashboard", "plot_panels", "run_info"]
