@@ -12,9 +12,17 @@ VERL_VENV ?= .venv-verl
 VERL_CONSTRAINTS ?= constraints-verl-cpu.txt
 VERL_RECIPE := recipes/sat_seq/verl
 
-.PHONY: setup setup-core setup-vllm setup-vllm-quiet setup-verl test-verl quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
+.PHONY: setup setup-core setup-sandbox setup-vllm setup-vllm-quiet setup-verl test-verl quickstart test test-fast test-vllm test-kernel-path test-slow docs bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed setup-sandbox
+
+# bubblewrap (bwrap), the Python tool's sandbox (satseq/tools/sandbox.py, docs/sandbox.md): Debian's package,
+# installed when root; otherwise one line saying so (the sandbox then refuses to run; it never runs code unconfined)
+setup-sandbox:
+	@command -v bwrap > /dev/null || { if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+	  echo "installing bubblewrap (apt-get) for the Python sandbox"; \
+	  apt-get install -y -qq bubblewrap > /dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap > /dev/null; }; \
+	else echo "note: the Python sandbox needs bubblewrap: run 'apt-get install bubblewrap' as root (tests/test_sandbox.py fails until then)"; fi; }
 
 # satseq and what it needs to run (the quickstart needs no more); `setup` adds the tests' extras
 setup-core: $(VENV)/.core-installed
@@ -56,14 +64,15 @@ $(VLLM_VENV)/.installed: pyproject.toml $(VLLM_CONSTRAINTS)
 	touch $@
 
 # verl for the SAT-Seq verl recipe, without verl's `cpu` extra (it pins torch 2.11.0, a CUDA wheel on PyPI): the
-# release in REQUIRED_VERL.txt with its base requirements, torch held to the local CPU wheel; satseq editable beside it
+# release in REQUIRED_VERL.txt with its base requirements and the three its trainer imports from `verl-core`
+# (recipes/sat_seq/verl/requirements-cpu.txt), torch held to the local CPU wheel; satseq editable beside it
 setup-verl: $(VERL_VENV)/.installed
 
-$(VERL_VENV)/.installed: pyproject.toml $(VERL_CONSTRAINTS) $(VERL_RECIPE)/REQUIRED_VERL.txt
+$(VERL_VENV)/.installed: pyproject.toml $(VERL_CONSTRAINTS) $(VERL_RECIPE)/REQUIRED_VERL.txt $(VERL_RECIPE)/requirements-cpu.txt
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/pip install -q --upgrade pip
-	flock .install.lock $(VERL_VENV)/bin/pip install -q --no-compile -c $(VERL_CONSTRAINTS) -r $(VERL_RECIPE)/REQUIRED_VERL.txt -e '.[dev]'
-	PYTHONDONTWRITEBYTECODE= $(VERL_VENV)/bin/python -c "import verl, verl.trainer.ppo.core_algos, torch; assert '+cpu' in torch.__version__, torch.__version__; print('verl', verl.__version__, 'torch', torch.__version__, 'ready in $(VERL_VENV)')"
+	flock .install.lock $(VERL_VENV)/bin/pip install -q --no-compile -c $(VERL_CONSTRAINTS) -r $(VERL_RECIPE)/requirements-cpu.txt -e '.[dev]'
+	PYTHONDONTWRITEBYTECODE= $(VERL_VENV)/bin/python -c "import verl, verl.trainer.ppo.ray_trainer, torch; assert '+cpu' in torch.__version__, torch.__version__; print('verl', verl.__version__, 'torch', torch.__version__, 'ready in $(VERL_VENV)')"
 	$(VERL_VENV)/bin/pip freeze --exclude-editable > $(VERL_VENV)/resolved-versions.txt
 	touch $@
 
