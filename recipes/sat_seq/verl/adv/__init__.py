@@ -1,0 +1,1 @@
+"""SAT-Seq's sequence-aware advantage in verl's advantage-estimator registry."""

@@ -1,0 +1,1 @@
+"""SAT-Seq's sequence-ratio loss in verl's policy-loss registry."""

@@ -1,0 +1,1 @@
+"""SAT-Seq's PAC certificate on the relay episodes verl's validation produces."""
