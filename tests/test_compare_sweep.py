@@ -235,10 +235,29 @@ def test_collapse_by_hand():
     assert ok["best"] is None and ok["kl_step_q99"] is None and ok["sat_seq"] is None
     assert run_stability(flat, final_acc=0.5, warm_acc=None)["collapse"]["accuracy"] is None
     summary = over_seeds([st, ok])
-    assert summary["collapsed"] == 1 and summary["seeds"] == 2
+    assert summary["collapsed"] == 1 and summary["seeds"] == 2 and summary["sharpened"] == 0
     assert summary["final"]["mean"] == pytest.approx(0.45) and summary["final"]["se"] == pytest.approx(0.05)
     assert summary["length_ratio_min"] == pytest.approx(0.4) and summary["entropy_ratio_min"] == pytest.approx(0.05)
     assert summary["backtracks"]["mean"] == 6 and summary["step_scale_min"] == 0.0
+
+
+def test_falling_entropy_is_a_collapse_only_without_a_rise_in_held_out_accuracy():
+    """Entropy ×0.05 with held-out accuracy up from the warm start's is sharpening (not flagged, kept under
+    ``sharpened``); with the accuracy flat, falling or unknown it is flagged."""
+    rows = [{"step": s, "policy/response_length": 6.0, "policy/sampled_entropy": 2.0 if s < 9 else 0.1} for s in range(10)]
+    sharp = run_stability(rows, final_acc=0.86, warm_acc=0.08)
+    assert sharp["collapse"] == {"accuracy": False, "length": False, "entropy": False, "any": False}
+    assert sharp["collapse_reasons"] == [] and sharp["sharpened"] == ["policy entropy ×0.05"]
+    assert sharp["entropy_ratio"] == {"policy": pytest.approx(0.05)}  # the ratio itself is still reported
+    for final, warm in ((0.30, 0.30), (0.20, 0.30), (0.50, None)):  # flat, falling, no warm start to tell
+        st = run_stability(rows, final_acc=final, warm_acc=warm)
+        assert st["collapse"]["entropy"] is True and st["collapse"]["any"] is True, (final, warm)
+        assert "policy entropy ×0.05" in st["collapse_reasons"] and st["sharpened"] == []
+    summary = over_seeds([sharp, run_stability(rows, final_acc=0.30, warm_acc=0.30)])
+    assert summary["collapsed"] == 1 and summary["sharpened"] == 1
+    from satseq.compare.report import stability_lines
+    line = stability_lines({"mlmt": summary})[2]
+    assert "policy entropy ×0.05; not flagged: 1 / 2 seeds sharpened" in line and "| 1 / 2 |" in line
 
 
 def test_step_kl_by_hand():

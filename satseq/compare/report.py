@@ -234,6 +234,15 @@ def sweep_lines(results: dict[str, list[dict]], stab: dict[str, dict]) -> list[s
     return lines
 
 
+def _reasons(st: dict) -> str:
+    """The collapse reasons, then the seeds whose entropy fell below the floor while held-out accuracy rose."""
+    text = "; ".join(st["reasons"])
+    if st.get("sharpened"):
+        text += ("; " if text else "") + (f"not flagged: {st['sharpened']} / {st['seeds']} seeds sharpened "
+                                          "(entropy below the floor, held-out accuracy above the warm start's)")
+    return text
+
+
 def stability_lines(stab: dict[str, dict]) -> list[str]:
     """The stability table: one row per run (cell), over its seeds."""
     lines = ["| run | collapsed seeds | final accuracy | best (periodic eval) | KL q99 (largest) | KL max (largest) | "
@@ -244,14 +253,16 @@ def stability_lines(stab: dict[str, dict]) -> list[str]:
         scale = (f"{_g(st['step_scale_mean'])} ({_g(st['step_scale_min'])})" if st["step_scale_mean"] else "-")
         lines.append(f"| {name} | {st['collapsed']} / {st['seeds']} | {fmt(st['final'])} | {fmt(st['best'])} | "
                      f"{_g(st['kl_step_q99'])} | {_g(st['kl_step_max'])} | {_n(st['backtracks'])} | {shrunk} | {scale} | "
-                     f"{_g(st['length_ratio_min'])} | {_g(st['entropy_ratio_min'])} | {'; '.join(st['reasons'])} |")
+                     f"{_g(st['length_ratio_min'])} | {_g(st['entropy_ratio_min'])} | {_reasons(st)} |")
     return lines
 
 
 STABILITY_NOTE = (
     "Collapsed: the final held-out accuracy is below the warm start's (same evaluation), or for some role the "
     f"final response length is below {LENGTH_FLOOR:g} × stage 0's, or the final sampled per-token entropy below "
-    f"{ENTROPY_FLOOR:g} × stage 0's (final: the mean over the last 10 % of the stages). KL: the per-token k3 "
+    f"{ENTROPY_FLOOR:g} × stage 0's while the held-out accuracy did not rise above the warm start's (an entropy that "
+    "falls while the held-out accuracy rises is sharpening, not a collapse; final: the mean over the last 10 % of "
+    "the stages). KL: the per-token k3 "
     "estimate of KL(π_old ‖ π_new) across one stage's update at the batch's own tokens, its 0.99 quantile and its "
     "max over the stage's response tokens, the largest over stages and agents (mean ± s.e. over seeds). Best: the maximum of the "
     "trainer's periodic held-out evaluation (one sample per problem; biased upwards as a maximum). Backtracks, "

@@ -12,9 +12,13 @@
   - *length*: for some role, the final mean response length (``<role>/response_length``, tokens) is
     below ``LENGTH_FLOOR`` = 0.5 × its initial value;
   - *entropy*: for some role, the final per-token entropy is below ``ENTROPY_FLOOR`` = 0.1 × its
-    initial value. The entropy is ``<role>/sampled_entropy``: the mean of −log π_b(y_t) over the
+    initial value **and** the held-out accuracy did not rise (``final <= warm``, or no warm start to
+    tell). The entropy is ``<role>/sampled_entropy``: the mean of −log π_b(y_t) over the
     stage's sampled response tokens (the engine's behaviour log-probs), a one-sample estimate of the
     sampling policy's entropy, ``E_{y~π}[−log π(y)] = H(π)`` (logged by :func:`satseq.loop.rollout_metrics`).
+    A policy whose entropy falls while its held-out accuracy rises above the warm start's is
+    *sharpening* (a small model concentrating on the answers that are right, the usual course of RL on
+    a verifiable reward), not collapsing: it is recorded under ``sharpened`` and not flagged.
 * **KL between consecutive policies**: ``kl_step_q99`` and ``kl_step_max`` are the largest, over
   stages and agents, of ``<agent>/kl_step_q99`` (the 0.99 quantile over the stage's response tokens)
   and ``<agent>/kl_step_max`` (their max) of the per-token k3 estimate of KL(π_old ‖ π_new) across
@@ -110,15 +114,19 @@ def run_stability(rows: list[dict], final_acc: Optional[float], warm_acc: Option
     if acc_collapse:
         reasons.append(f"accuracy {final_acc:.3f} < warm start {warm_acc:.3f}")
     reasons += [f"{role} length ×{x:.2f}" for role, x in length.items() if x < LENGTH_FLOOR]
-    reasons += [f"{role} entropy ×{x:.2f}" for role, x in entropy.items() if x < ENTROPY_FLOOR]
+    low_entropy = [f"{role} entropy ×{x:.2f}" for role, x in entropy.items() if x < ENTROPY_FLOOR]
+    rose = final_acc is not None and warm_acc is not None and final_acc > warm_acc  # held-out accuracy rose
+    if not rose:
+        reasons += low_entropy
     return {
         "final": final_acc, "warm_start": warm_acc,
         "best": max(curve_acc) if curve_acc else None, "curve_last": curve_acc[-1] if curve_acc else None,
         "kl_step_q99": largest(rows, "/kl_step_q99"), "kl_step_max": largest(rows, "/kl_step_max"),
         "length_ratio": length, "entropy_ratio": entropy, "sat_seq": sat_seq_stats(rows),
         "collapse": {"accuracy": acc_collapse, "length": any(x < LENGTH_FLOOR for x in length.values()),
-                     "entropy": any(x < ENTROPY_FLOOR for x in entropy.values()), "any": bool(reasons)},
+                     "entropy": bool(low_entropy) and not rose, "any": bool(reasons)},
         "collapse_reasons": reasons,
+        "sharpened": low_entropy if rose else [],  # entropy below the floor while held-out accuracy rose
     }
 
 
@@ -144,4 +152,5 @@ def over_seeds(stats: list[dict]) -> dict:
         "step_scale_min": min((x["step_scale_min"] for x in sat), default=None),
         "length_ratio_min": mins["length_ratio"], "entropy_ratio_min": mins["entropy_ratio"],
         "reasons": sorted({r for s in stats for r in s["collapse_reasons"]}),
+        "sharpened": sum(bool(s.get("sharpened")) for s in stats),
     }
