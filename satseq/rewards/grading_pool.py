@@ -13,8 +13,12 @@ Design:
 - workers are started lazily, at most :data:`MAX_WORKERS`; a call takes an idle one (or starts
   one), writes the pair and waits with ``select`` for the remaining time. The deadline covers the
   wait for a free worker too, so a call never takes longer than ``timeout`` plus the kill;
-- on expiry the worker is killed (``SIGKILL``) and a replacement is started at once in the
-  background, so the next call rarely waits for its import;
+- on expiry the worker is killed (``SIGKILL`` to its process group) and a replacement is started
+  at once in the background, so the next call rarely waits for its import;
+- the process, its deadline and its kill are :class:`satseq.utils.killable.KillableProcess` and
+  :func:`~satseq.utils.killable.wait_readable`, the mechanism the Python sandbox
+  (:mod:`satseq.tools.sandbox`) uses too (here with no resource limits: a limit could change a
+  grade);
 - ``atexit`` stops the workers; a worker exits by itself when its parent is gone; a forked child
   of the caller (``os.getpid()`` changed) starts its own workers instead of sharing the pipes.
 
@@ -27,7 +31,6 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
-import select
 import struct
 import subprocess
 import sys
@@ -35,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from satseq.utils.killable import KillableProcess, wait_readable
 
 __all__ = ["MAX_WORKERS", "run", "warm", "shutdown", "stats"]
 
@@ -50,10 +55,9 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join([_PKG_ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = "1"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", _ENGINE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=env, close_fds=True, bufsize=0,
-        )
+        self.child = KillableProcess([sys.executable, "-m", _ENGINE], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = self.child.proc
         self.out_fd = self.proc.stdout.fileno()
 
     def alive(self) -> bool:
@@ -64,29 +68,15 @@ class _Worker:
         body = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
         self.proc.stdin.write(struct.pack("<I", len(body)) + body)
         self.proc.stdin.flush()
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            if hasattr(select, "poll"):  # no FD_SETSIZE limit in a process with many open files
-                poller = select.poll()
-                poller.register(self.out_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-                ready = poller.poll(max(remaining * 1000.0, 1.0))
-            else:
-                ready, _, _ = select.select([self.out_fd], [], [], remaining)
-            if ready:
-                byte = os.read(self.out_fd, 1)
-                if not byte:
-                    raise OSError("grading worker exited")
-                return byte.decode()
+        if not wait_readable([self.out_fd], deadline):
+            return None
+        byte = os.read(self.out_fd, 1)
+        if not byte:
+            raise OSError("grading worker exited")
+        return byte.decode()
 
     def kill(self) -> None:
-        try:
-            self.proc.kill()
-            self.proc.wait(timeout=2.0)
-        except Exception:  # noqa: BLE001
-            pass
-        self._close()
+        self.child.kill()
 
     def stop(self) -> None:
         try:
@@ -96,14 +86,7 @@ class _Worker:
             pass
         if self.alive():
             self.kill()
-        self._close()
-
-    def _close(self) -> None:
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except Exception:  # noqa: BLE001
-                pass
+        self.child.close()
 
 
 class _Pool:
