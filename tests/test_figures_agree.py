@@ -10,7 +10,10 @@ and not on the other:
 - every figure in results.md's index against the section the index row links to;
 - figures on the other pages in paragraphs about the quickstart, TRL, the rollout engine against
   `generate`, the `satseq compare` presets or asynchronous rollouts, against the corresponding sections
-  of results.md.
+  of results.md;
+- each quantity of docs/quantities.json (one stated on more than one page) against its one current figure,
+  wherever any page states it: the same quantity given two values on two pages fails, and a planted
+  disagreement is caught.
 
 A "figure" is a measured number as the docs write them: ``0.827 ± 0.017``, a ratio ``1.78×`` or
 ``1.56–1.59×``, or a number with three decimals such as ``0.955`` (two-decimal numbers are mostly
@@ -232,3 +235,127 @@ def test_topic_check_can_fail():
     assert not _topic_violations([("probe.md", right)])
     stale = "With `trainer.max_staleness` = 1 a stage takes {} the synchronous loop's time.\n"
     assert _topic_violations([("probe.md", stale.format("9.87×"))])
+
+
+# ------------------------------------------------------------------ one quantity, one figure, on every page
+# docs/quantities.json names quantities that more than one page states (issue 65, item 6: the kind of
+# disagreement the checks above miss, because neither figure is a headline or in a topic's paragraph).
+# Each has its current ``value``, the ``canonical`` page that measures it, its kept ``evidence`` (or the
+# commit it was stated at), and where pages state it: ``phrases`` (regular expressions searched in every
+# paragraph of every page; ``{FIG}`` marks the stated figure) and ``cells`` (a table cell: the page, text
+# the table's header line contains, the row's first cell, the column's header). Every statement found must give
+# ``value`` (or its mean alone, when the page drops the s.e.); each quantity must be stated on its
+# canonical page. The changelog, the record of superseded figures, is not read.
+QUANTITIES = json.loads((DOCS / "quantities.json").read_text())["quantities"]
+FIG_VALUE = r"(\d+\.\d+(?: ?(?:±|\+-) ?\d+\.\d+)?)"
+
+
+def _pages(root: Path) -> dict[str, str]:
+    pages = [root / "README.md"] + sorted(p for p in (root / "docs").rglob("*.md") if p.name not in {"changelog.md"})
+    return {str(p.relative_to(root)): p.read_text() for p in pages}
+
+
+def _same(stated: str, value: str) -> bool:
+    stated, value = _norm(stated), _norm(value)
+    return stated == value or stated == value.split(" ± ")[0]
+
+
+def _cell(text: str, table: str, row: str, column: str) -> str | None:
+    """The cell in the row whose first cell is ``row``, under the header cell ``column``, of the first table
+    whose header line contains ``table`` and holds such a row."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|") and table in line and i + 1 < len(lines) and lines[i + 1].startswith("|-"):
+            header = _cells(line)
+            if column not in header:
+                continue
+            for r in lines[i + 2:]:
+                if not r.startswith("|"):
+                    break
+                cells = _cells(r)
+                if cells[0] == row:
+                    return cells[header.index(column)]
+    return None
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def statements(q: dict, pages: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(page, where, stated figure) for every place a page states quantity ``q``."""
+    out = []
+    for phrase in q.get("phrases", []):
+        pattern = re.compile(phrase.replace("{FIG}", FIG_VALUE))
+        for name, text in pages.items():
+            for para in _paragraphs(text):
+                for m in pattern.finditer(re.sub(r"\s+", " ", para.replace("**", ""))):
+                    out.append((name, f"phrase {phrase!r}", m.group(1)))
+    for c in q.get("cells", []):
+        text = pages.get(c["page"])
+        cell = _cell(text, c["table"], c["row"], c["column"]) if text is not None else None
+        if cell is None:
+            out.append((c["page"], f"cell {c['row']!r} / {c['column']!r}", "(no such cell)"))
+            continue
+        found = re.search(r"(?<![\w.])" + FIG_VALUE, cell.replace("**", ""))
+        out.append((c["page"], f"cell {c['row']!r} / {c['column']!r}", found.group(1) if found else "(no figure)"))
+    return out
+
+
+def quantity_disagreements(quantities: list[dict], pages: dict[str, str]) -> list[str]:
+    bad = []
+    for q in quantities:
+        found = statements(q, pages)
+        if not any(page == q["canonical"] for page, _, _ in found):
+            bad.append(f"{q['name']}: not stated on its canonical page {q['canonical']}")
+        for page, where, stated in found:
+            if not _same(stated, q["value"]):
+                bad.append(f"{q['name']}: {page} ({where}) states {stated}, the current figure is {q['value']} "
+                           f"({q['canonical']}; {q['evidence']})")
+    return bad
+
+
+def test_each_quantity_has_one_figure_on_every_page():
+    assert len(QUANTITIES) >= 10
+    for q in QUANTITIES:
+        assert {"name", "value", "canonical", "evidence"} <= set(q) and (q.get("phrases") or q.get("cells")), q
+        assert (ROOT / q["canonical"]).is_file(), q["canonical"]
+        kept = re.findall(r"bench/studies/[\w./@=-]+", q["evidence"])
+        assert all((ROOT / p.rstrip(".")).exists() for p in kept), (q["name"], kept)  # kept evidence named exists
+    bad = quantity_disagreements(QUANTITIES, _pages(ROOT))
+    assert not bad, "\n".join(bad)
+
+
+def test_quantity_check_catches_a_planted_disagreement(tmp_path):
+    """A copy of the pages where one quantity's figure is changed on one page: the check names that page."""
+    import shutil
+
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(DOCS, tmp_path / "docs", ignore=shutil.ignore_patterns("img", "*.png"))
+    assert not quantity_disagreements(QUANTITIES, _pages(tmp_path))
+    planted = 0
+    for q in QUANTITIES:  # every quantity stated on a second page: change it there
+        others = [(page, where, stated) for page, where, stated in statements(q, _pages(tmp_path))
+                  if page != q["canonical"]]
+        if not others:
+            continue
+        page, where, stated = others[0]
+        path = tmp_path / page
+        text = path.read_text()
+        wrong = "0.123" if not stated.startswith("0.123") else "0.456"
+        mean = _norm(stated).split(" ± ")[0]
+        i = text.find(mean)
+        while i >= 0:  # change the first occurrence that the check then reads differently
+            path.write_text(text[:i] + wrong + text[i + len(mean):])
+            bad = [b for b in quantity_disagreements([q], _pages(tmp_path)) if f"{page} (" in b and wrong in b]
+            if bad:
+                break
+            i = text.find(mean, i + 1)
+        assert bad, f"{q['name']}: planting {wrong} for {stated} on {page} was not caught"
+        path.write_text(text)
+        planted += 1
+    assert planted >= 5  # the check reads statements on pages other than the canonical one
+    # and a quantity with no statement on its canonical page is itself reported
+    ghost = {"name": "ghost", "value": "0.5", "canonical": "docs/results.md", "evidence": "-",
+             "phrases": [r"no page says this {FIG}"]}
+    assert quantity_disagreements([ghost], _pages(tmp_path)) == ["ghost: not stated on its canonical page docs/results.md"]
