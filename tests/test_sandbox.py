@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import random
 import shutil
 import socket
@@ -449,6 +450,69 @@ def test_the_caller_lives_on_and_other_threads_keep_working():
     assert out[3] == "7"
 
 
+def test_the_seccomp_filter_refuses_kernel_extension_points():
+    """keyctl, io_uring, kcmp, unshare, ptrace: allowed on the host (the control, run by the same code
+    outside the sandbox), EPERM inside (satseq/tools/seccomp.py). Threads and exec still work."""
+    import subprocess
+    import sys
+
+    import pyseccomp
+
+    arch = pyseccomp.system_arch()
+    calls = {  # name: arguments that succeed for an ordinary process
+        "keyctl": (0, -3, 0),                                   # KEYCTL_GET_KEYRING_ID of the session keyring
+        "io_uring_setup": (1, "buf"),
+        "kcmp": ("pid", "pid", 0, 0, 0),                        # KCMP_FILE of fd 0 with itself
+        "unshare": (0,),                                        # no flags: a no-op
+        "ptrace": (0, 0, 0, 0),                                 # PTRACE_TRACEME
+    }
+    numbers = {name: pyseccomp.resolve_syscall(arch, name) for name in calls}
+    probe = textwrap.dedent(f"""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(120)
+        for name, args in {calls!r}.items():
+            args = [ctypes.byref(buf) if a == "buf" else os.getpid() if a == "pid" else a for a in args]
+            r = libc.syscall({numbers!r}[name], *args)
+            print(name, "EPERM" if r < 0 and ctypes.get_errno() == 1 else "allowed")
+    """)
+    host = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert host.returncode == 0 and host.stdout.split()[1::2] == ["allowed"] * len(calls), host
+    text, r = tool_text(probe + textwrap.dedent("""
+        import subprocess, threading
+        t = threading.Thread(target=print, args=("thread",))
+        t.start(); t.join()
+        print(subprocess.run(["echo", "exec"], capture_output=True, text=True).stdout.strip())
+    """))
+    assert r.ok, text
+    lines = text.splitlines()
+    assert [ln.split()[1] for ln in lines[:len(calls)]] == ["EPERM"] * len(calls), text
+    assert lines[len(calls):] == ["thread", "exec"]
+
+
+I386_GETPID = """
+import ctypes, mmap
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 20 (getpid, i386 ABI); int 0x80; ret
+getpid = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+print("getpid", getpid() == __import__("os").getpid())
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the i386 ABI through int 0x80 is x86-64's")
+def test_a_system_call_through_another_abi_kills_the_program():
+    """The filter covers the native ABI only; libseccomp's bad-architecture action kills a process that
+    goes round it through the i386 ABI (the same code works on the host: the control)."""
+    import subprocess
+    import sys
+
+    host = subprocess.run([sys.executable, "-c", I386_GETPID], capture_output=True, text=True, timeout=30)
+    assert host.stdout == "getpid True\n", host
+    text, r = tool_text(I386_GETPID)
+    assert r.stdout == "" and r.exit_code == 128 + 31, r  # SIGSYS
+    assert text == "error: exit status 159 (killed by SIGSYS)"
+
+
 # ------------------------------------------------------------------------------ never unconfined
 
 
@@ -460,6 +524,16 @@ def test_no_bwrap_is_a_one_line_error(monkeypatch, tmp_path):
     assert "\n" not in str(e.value)
     with pytest.raises(SandboxUnavailable):  # the tool raises too: the run stops, the code never runs
         execute_tool_call(ToolCall(name="python", arguments={"code": "print(1)"}), [python_tool])
+
+
+def test_no_seccomp_is_a_one_line_error(monkeypatch):
+    def missing():
+        raise RuntimeError("Unable to find libseccomp")
+
+    monkeypatch.setattr(sandbox, "filter_bpf", missing)
+    with pytest.raises(SandboxUnavailable, match="apt-get install libseccomp2") as e:
+        run_python("print(1)")
+    assert "\n" not in str(e.value)
 
 
 def test_a_bwrap_that_cannot_sandbox_stops_the_run(monkeypatch, world_dir):

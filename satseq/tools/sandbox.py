@@ -16,7 +16,9 @@ same class). One call, :func:`run_python`:
    interpreter's prefix when it lives elsewhere), a fresh ``/proc``, a minimal read-only ``/dev``
    and a ``tmpfs`` of ``tmp_mb`` MB at ``/tmp`` (also the working directory and ``HOME``); the rest
    of the host (``/work``, ``/home``, ``/root``, ``/etc``, ``/run``, its ``/tmp``) does not exist
-   there. The root is read-only. The new network namespace has only its own loopback;
+   there. The root is read-only. The new network namespace has only its own loopback. Last, it
+   installs the seccomp filter of :mod:`satseq.tools.seccomp` (libseccomp's BPF: the keyring,
+   ``bpf``, ``io_uring``, ``ptrace``, mounts, new namespaces… refused with ``EPERM``);
 4. util-linux ``prlimit``, inside the namespaces, sets ``RLIMIT_CPU``, ``RLIMIT_AS``,
    ``RLIMIT_NPROC`` (counted per user namespace, so it is this sandbox's process count),
    ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE`` and ``RLIMIT_CORE=0``, then execs
@@ -35,7 +37,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import subprocess
+import signal
 import sys
 import threading
 import time
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Callable
 
 from satseq.tools.registry import ToolUnavailable
+from satseq.tools.seccomp import filter_bpf
 from satseq.utils.killable import KillableProcess, Limits
 
 __all__ = ["SandboxResult", "SandboxUnavailable", "run_python", "ensure_available", "format_result",
@@ -121,8 +124,9 @@ def _root_links() -> list[str]:
     return args
 
 
-def _bwrap_argv(bwrap: str, python: str, code_fd: int, limits: Limits, tmp_mb: int, site_packages: bool) -> list[str]:
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+def _bwrap_argv(bwrap: str, python: str, code_fd: int, seccomp_fd: int, limits: Limits, tmp_mb: int,
+                site_packages: bool) -> list[str]:
+    argv = [bwrap, "--seccomp", str(seccomp_fd), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox",
             "--ro-bind", "/usr", "/usr", *_root_links()]
     real = os.path.realpath(python)
@@ -138,6 +142,24 @@ def _bwrap_argv(bwrap: str, python: str, code_fd: int, limits: Limits, tmp_mb: i
     flags = ["-s", "-B"] + ([] if site_packages else ["-S"])
     prlimit = shutil.which("prlimit", path="/usr/bin:/bin") or "/usr/bin/prlimit"
     return argv + ["--", *limits.wrap([python, *flags, _CODE_PATH], prlimit=prlimit)]
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """An in-memory file holding ``data``, at offset 0 (bwrap reads it from its inherited fd)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _seccomp_filter() -> bytes:
+    try:
+        return filter_bpf()
+    except (ImportError, OSError, RuntimeError) as e:
+        raise SandboxUnavailable(f"the Python sandbox's seccomp filter needs pyseccomp and libseccomp ({e}): "
+                                 "pip install pyseccomp (satseq's dependency) and apt-get install libseccomp2") from None
 
 
 def _validate(**limits) -> None:
@@ -157,19 +179,20 @@ def _run(code: str, *, timeout_s: float, cpu_s: int | None, memory_mb: int, max_
     bwrap, exe = find_bwrap(), find_python(python)
     limits = Limits(cpu_s=cpu_s if cpu_s is not None else max(1, math.ceil(timeout_s)), memory_mb=memory_mb,
                     processes=max_processes, file_mb=file_mb, open_files=256, core=0)
-    fd = os.memfd_create("satseq-sandbox-code", os.MFD_CLOEXEC)
+    bpf = _seccomp_filter()
+    fd = _memfd("satseq-sandbox-code", code.encode("utf-8", errors="surrogatepass"))
+    sfd = _memfd("satseq-sandbox-seccomp", bpf)
     try:
-        os.write(fd, code.encode("utf-8", errors="surrogatepass"))
-        os.lseek(fd, 0, os.SEEK_SET)
-        argv = _bwrap_argv(bwrap, exe, fd, limits, tmp_mb, site_packages)
+        argv = _bwrap_argv(bwrap, exe, fd, sfd, limits, tmp_mb, site_packages)
         deadline = time.monotonic() + timeout_s
         try:
-            child = KillableProcess(argv, env={"PATH": "/usr/bin:/bin"}, pass_fds=(fd,),
+            child = KillableProcess(argv, env={"PATH": "/usr/bin:/bin"}, pass_fds=(fd, sfd),
                                     user=NOBODY if os.geteuid() == 0 else None)
         except OSError as e:
             raise SandboxUnavailable(f"could not start bubblewrap ({bwrap}): {e.strerror or e}") from None
     finally:
         os.close(fd)
+        os.close(sfd)
     cap = child.communicate(deadline, max_output_bytes)
     reason = "timeout" if cap.timed_out else "output" if cap.truncated else "cpu" if cap.exit_code == 128 + _SIGXCPU else None
     return SandboxResult(stdout=cap.stdout.decode("utf-8", errors="replace"),
@@ -236,7 +259,9 @@ def format_result(r: SandboxResult, *, timeout_s: float, max_output_bytes: int) 
         return "\n".join([*kept, f"error: output exceeded {max_output_bytes} bytes; the program was stopped"])
     parts = [s.rstrip("\n") for s in (r.stdout, r.stderr) if s]
     if r.exit_code != 0:
-        parts.append(f"error: exit status {r.exit_code}")
+        sig = r.exit_code - 128  # bwrap's status for a program ended by a signal
+        name = signal.Signals(sig).name if sig in set(signal.Signals) else None
+        parts.append(f"error: exit status {r.exit_code}" + (f" (killed by {name})" if name else ""))
     return "\n".join(parts) if parts else "(no output)"
 
 
