@@ -186,6 +186,24 @@ def test_every_failure_is_text_the_model_reads(call, expected):
     assert execute_tool_call(call, TOOLS) == expected
 
 
+def limit(n: int | None = None) -> str:
+    """
+    Echo an optional limit.
+
+    Args:
+        n: The limit, or null for none.
+    """
+    return "none" if n is None else str(n)
+
+
+def test_an_optional_argument_takes_null():
+    assert execute_tool_call(ToolCall("limit", {"n": None}), [limit]) == "none"
+    assert execute_tool_call(ToolCall("limit", {}), [limit]) == "none"
+    assert execute_tool_call(ToolCall("limit", {"n": 4}), [limit]) == "4"
+    assert execute_tool_call(ToolCall("limit", {"n": "4"}), [limit]) == "error: limit: argument 'n' must be integer, got str"
+    assert execute_tool_call(ToolCall("add", {"a": None, "b": 1}), TOOLS) == "error: add: argument 'a' must be integer, got NoneType"
+
+
 def test_results_are_text():
     assert execute_tool_call(ToolCall("scale", {"values": [1, 2], "factor": 0.5}), TOOLS) == "[0.5, 1.0]"
     assert execute_tool_call(ToolCall("add", {"a": 2, "b": 2}), {t.name: t for t in map(Tool.from_callable, TOOLS)}) == "4"

@@ -93,7 +93,7 @@ def _argument_error(tool: Tool, arguments: Any) -> str | None:
     for k, v in arguments.items():
         spec = props.get(k, {})
         types = spec.get("type")
-        if types is None:
+        if types is None or (v is None and spec.get("nullable")):  # Optional[...] arguments: None fits
             continue
         names = [types] if isinstance(types, str) else list(types)
         allowed = tuple(t for n in names for t in _JSON_TYPES.get(n, (object,)))
