@@ -2,7 +2,8 @@
 tmpfs as the only writable place, no network, and a kill at a wall-clock deadline.
 
 The mechanism is `bubblewrap <https://github.com/containers/bubblewrap>`_ (``bwrap``, Debian's
-``bubblewrap`` package; what Flatpak sandboxes applications with) around the interpreter, and
+``bubblewrap`` package; what Flatpak sandboxes applications with) and a seccomp filter around the
+interpreter, and
 :class:`satseq.utils.killable.KillableProcess` around bwrap (the math grader's worker pool uses the
 same class). One call, :func:`run_python`:
 
@@ -28,7 +29,8 @@ same class). One call, :func:`run_python`:
    process group is killed (``SIGKILL``), and with bwrap's init gone the kernel kills every process
    left in the PID namespace, including those that started sessions of their own.
 
-Where bwrap is missing, or cannot create its namespaces here, :func:`run_python` raises
+Where bwrap is missing or cannot create its namespaces here, or libseccomp is missing,
+:func:`run_python` raises
 :class:`SandboxUnavailable` with one line saying what to install or enable. It never runs the code
 unconfined. docs/sandbox.md lists what this covers and what it does not.
 """
@@ -63,7 +65,6 @@ _CODE_PATH = "/main.py"
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
         "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
         "OMP_NUM_THREADS": "1"}
-_SIGXCPU = 24
 
 
 class SandboxUnavailable(ToolUnavailable):
@@ -194,7 +195,7 @@ def _run(code: str, *, timeout_s: float, cpu_s: int | None, memory_mb: int, max_
         os.close(fd)
         os.close(sfd)
     cap = child.communicate(deadline, max_output_bytes)
-    reason = "timeout" if cap.timed_out else "output" if cap.truncated else "cpu" if cap.exit_code == 128 + _SIGXCPU else None
+    reason = "timeout" if cap.timed_out else "output" if cap.truncated else "cpu" if cap.exit_code == 128 + signal.SIGXCPU else None
     return SandboxResult(stdout=cap.stdout.decode("utf-8", errors="replace"),
                          stderr=cap.stderr.decode("utf-8", errors="replace"),
                          exit_code=cap.exit_code, timed_out=cap.timed_out, truncated=cap.truncated, killed_reason=reason)
