@@ -15,7 +15,15 @@ from satseq.tools.parsers import (
     register_tool_parser,
     tool_parser_names,
 )
-from satseq.tools.registry import MAX_ERROR_CHARS, Tool, ToolUnavailable, execute_tool_call, tool_schemas
+from satseq.tools.registry import (
+    MAX_ERROR_CHARS,
+    Tool,
+    ToolUnavailable,
+    assistant_message,
+    execute_tool_call,
+    tool_message,
+    tool_schemas,
+)
 
 
 def add(a: int, b: int) -> int:
@@ -246,3 +254,37 @@ def test_the_python_tool_runs_a_parsed_block():
 
     assert execute_tool_call(call, [make_python_tool(timeout_s=1.0)]) == \
         "error: time limit exceeded (1 s); the program was stopped"
+
+
+# Qwen2.5's chat template, its tool-call and tool-response parts (the hermes format), as transformers renders it
+HERMES_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if message.role == 'assistant' %}<|im_start|>assistant\n{{ message.content }}"
+    "{%- for tool_call in message.tool_calls | default([]) %}"
+    "{%- set tool_call = tool_call.function if tool_call.function is defined else tool_call %}"
+    "\n<tool_call>\n{\"name\": \"{{ tool_call.name }}\", \"arguments\": {{ tool_call.arguments | tojson }}}\n</tool_call>"
+    "{%- endfor %}<|im_end|>\n"
+    "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n"
+    "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}"
+    "{%- endfor %}"
+)
+
+
+def test_messages_round_trip_through_a_hermes_template():
+    """What the template renders from assistant_message, the hermes parser reads back as the same calls;
+    the tool messages carry execute_tool_call's text."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    completion = "I will compute.\n" + _hermes("add", {"a": 20, "b": 22}) + "\n" + _hermes("nope", {})
+    calls = parse_tool_calls(completion, "hermes")
+    results = [execute_tool_call(c, TOOLS) for c in calls]
+    messages = [{"role": "user", "content": "20 + 22?"}, assistant_message("I will compute.", calls),
+                *[tool_message(c, r) for c, r in zip(calls, results)]]
+    rendered, _ = render_jinja_template(conversations=[messages], chat_template=HERMES_TEMPLATE)
+    text = rendered[0]
+    again = parse_tool_calls(text, "hermes")
+    assert [(c.name, c.arguments) for c in again] == [(c.name, c.arguments) for c in calls]
+    assert "<tool_response>\n42\n</tool_response>" in text
+    assert "<tool_response>\nerror: unknown tool 'nope'" in text
+    bad = parse_tool_calls("<tool_call>{oops</tool_call>", "hermes")
+    assert "tool_calls" not in assistant_message("x", bad) and tool_message(bad[0], "e")["name"] == "unknown"

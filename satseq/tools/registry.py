@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 from satseq.errors import SatseqError
 
 __all__ = ["Tool", "ToolUnavailable", "as_tool", "tool_schemas", "tools_by_name", "execute_tool_call",
-           "MAX_ERROR_CHARS"]
+           "assistant_message", "tool_message", "MAX_ERROR_CHARS"]
 
 #: Longest exception text put into a tool message.
 MAX_ERROR_CHARS = 500
@@ -133,6 +133,24 @@ def execute_tool_call(call, tools: Mapping[str, Tool] | Iterable[Tool | Callable
             text = text[: MAX_ERROR_CHARS - 3] + "..."
         return f"error: {tool.name} raised {text}"
     return result if isinstance(result, str) else _to_text(result)
+
+
+def assistant_message(content: str, calls) -> dict:
+    """The assistant turn that made ``calls`` (readable ones), in the shape transformers' chat templates
+    take (``{"role": "assistant", "content", "tool_calls": [{"type": "function", "function": {"name",
+    "arguments"}}]}``)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    made = [{"type": "function", "function": {"name": c.name, "arguments": dict(c.arguments)}}
+            for c in calls if c.error is None]
+    if made:
+        msg["tool_calls"] = made
+    return msg
+
+
+def tool_message(call, content: str) -> dict:
+    """The tool turn that answers ``call`` with ``content`` (:func:`execute_tool_call`'s text):
+    ``{"role": "tool", "name", "content"}``."""
+    return {"role": "tool", "name": call.name or "unknown", "content": content}
 
 
 def _to_text(result: Any) -> str:
