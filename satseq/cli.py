@@ -84,7 +84,7 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
 @user_errors
 def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm start goes to OUT/embedded/"),
         task: str = typer.Option("base", help="which embedded warm start: base (the arithmetic task's) | chain "
-                                             "(data.embedded_task=chain) | mlmt (sum of three) | pag (multi-turn); "
+                                             "(data.embedded_task=chain) | coach or mlmt (sum of three) | self_verify or pag (multi-turn); "
                                              "each trained to its validation target, docs/embedded_default.md"),
         steps: Optional[int] = typer.Option(None, help="base: a fixed number of SFT steps (cosine schedule) instead "
                                                  "of training to the validation target"),
@@ -107,7 +107,7 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
 
     from satseq.models.warm_start import base_sft_config, ensure_warm_start, method_warm_start_dir, warm_start_dir
 
-    builders = _method_warm_starts()
+    builders = _env_warm_starts()
     if task != "base" and task not in builders:
         raise ConfigError(f"--task: unknown warm start {task!r} (known: base, {', '.join(builders)})")
     if task != "base" and (steps is not None or target is not None):
@@ -148,16 +148,18 @@ def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm sta
     typer.echo(f"warm start: {d}")
 
 
-def _method_warm_starts() -> dict:
+def _env_warm_starts() -> dict:
     """``satseq sft --task`` name -> (directory stem, builder(output_dir, seed=, console=)): the embedded
-    tasks' and every method's own warm start (``Method.warm_start_stem``, built by its ``ensure_warm_start``)."""
+    tasks' and every environment's own warm start (``Environment.warm_start_stem``, built by its
+    ``ensure_warm_start``), under its name and its older names (``pag``, ``mlmt``)."""
     from satseq.models.embedded_tasks import EMBEDDED_TASKS
-    from satseq.registry import METHODS, discover
+    from satseq.registry import ENVS, discover_envs
 
     out = {name: (name, builder) for name, (_, builder) in EMBEDDED_TASKS.items()}
-    discover()
-    out.update({name: (m.warm_start_stem, m.ensure_warm_start) for name, m in sorted(METHODS.items())
-                if m.warm_start_stem})
+    discover_envs()
+    for name, e in sorted(ENVS.items()):
+        if e.warm_start_stem:
+            out.update({n: (e.warm_start_stem, e.ensure_warm_start) for n in (name, *e.task_aliases)})
     return out
 
 

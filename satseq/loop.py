@@ -1,11 +1,12 @@
-"""The training loop, for every method, on one screen.
+"""The training loop, for every method in every environment, on one screen.
 
-    dataset ─▶ workflow.rollout ─▶ episodes ─▶ rewards ─▶ updater.update ─▶ metrics / checkpoints
+    dataset ─▶ env's workflow.rollout ─▶ episodes ─▶ rewards ─▶ updater.update ─▶ metrics / checkpoints
                └──────── method.collect (one draw; GRPO's dynamic sampling draws again) ────┘
 
-Nothing here names a method: ``cfg.method`` is looked up in the registry
-(:mod:`satseq.registry`) and the :class:`~satseq.methods.base.Method` supplies the agents,
-the workflow, reward assignment, the updater and its metrics. The loop resumes from
+Nothing here names a method or an environment: ``cfg.method`` and ``env.name`` are looked up in the
+registries (:mod:`satseq.registry`). The :class:`~satseq.envs.base.Environment` supplies what an
+episode is (roles, workflow, reward, held-out metrics); the :class:`~satseq.methods.base.Method`
+the agents, the credit and the updater. The loop resumes from
 ``<run_dir>/trainer_state`` when it exists (``resume=true``) and then continues the very same run:
 weights, optimizer states, β's, RNG streams and the data position are all restored.
 """
@@ -25,6 +26,7 @@ from satseq.checkpoint import save_agent_checkpoints, sole_trainer
 from satseq.config import TrainConfig, dump_config, save_config
 from satseq.config.loader import finalize
 from satseq.data.sampler import EpochSampler
+from satseq.envs.base import Environment
 from satseq.errors import ConfigError
 from satseq.methods.base import Method, RewardContext
 from satseq.registry import get_method
@@ -41,14 +43,15 @@ from satseq.runtime import Runtime
 from satseq.update.loop import Updater
 from satseq.utils.io import write_json
 from satseq.utils.progress import progress_bar
-from satseq.workflows.base import Workflow, make_workflow
+from satseq.workflows.base import Workflow
 
 
 @dataclass
 class Run:
-    """The live objects of one run: the method, its runtime, workflow, updater and reward context."""
+    """The live objects of one run: the method, its environment, runtime, workflow, updater and reward context."""
 
     method: Method
+    env: Environment
     rt: Runtime
     workflow: Workflow
     updater: Updater
@@ -63,10 +66,12 @@ def build_run(cfg: TrainConfig, console=print, reward_fn=None, strategy: Strateg
     ``strategy`` (default: the one :func:`satseq.registry.check_layout` picks for ``cfg`` in this process)."""
     strategy = strategy or check_layout(cfg, launched_ranks())(cfg)
     method = get_method(cfg.method)
+    env = method.environment(cfg)
     custom = resolve_custom_reward(cfg, reward_fn)
-    if custom is not None and not method.supports_custom_reward:
+    if custom is not None and not (method.supports_custom_reward and env.supports_custom_reward):
         key = "reward.controller" if cfg.reward.controller else "reward.custom"
-        raise ConfigError(f"config key '{key}': not supported with method={cfg.method} "
+        who = f"method={cfg.method}" if not method.supports_custom_reward else f"env.name={env.name}"
+        raise ConfigError(f"config key '{key}': not supported with {who} "
                           "(its turn rewards are defined by correctness)")
     gen = torch.Generator().manual_seed(cfg.seed)
     rt = strategy.build_runtime(cfg, method, console)
@@ -74,11 +79,10 @@ def build_run(cfg: TrainConfig, console=print, reward_fn=None, strategy: Strateg
     strategy.prepare(cfg, rt)  # fsdp2 under torchrun: each agent sharded over the ranks
     with activate(strategy):
         prepared = method.prepare(cfg, rt, custom, console)
-        workflow = strategy.workflow(make_workflow(method.workflow, method.roles(cfg, rt.pool.names), rt.fmt,
-                                                   rt.sampling, **method.workflow_options(cfg)))
+        workflow = strategy.workflow(env.make_workflow(cfg, method.roles(cfg, rt.pool.names), rt.fmt, rt.sampling))
         updater = strategy.updater(method, cfg, rt, gen, prepared)  # local: method.build_updater(...)
-    return Run(method, rt, workflow, updater, RewardContext(custom=custom, updater=updater), gen,
-               method.metric_roles(cfg, rt, workflow), strategy)
+    return Run(method, env, rt, workflow, updater, RewardContext(custom=custom, updater=updater), gen,
+               env.metric_roles(cfg, rt, workflow), strategy)
 
 
 def rollout_metrics(episodes, roles: list[str]) -> dict:
@@ -146,7 +150,7 @@ def _train(cfg: TrainConfig, strategy: Strategy, console, stop_after, reward_fn,
 def _stages(cfg: TrainConfig, strategy: Strategy, run: Run, console, ray_info, stop_after, stop_when) -> Path:
     """Resume from the trainer state (``resume=true``), then the stages: rollout, update, log, checkpoint."""
     run_dir, main = cfg.run_dir, strategy.is_main
-    method, rt, workflow, updater, gen = run.method, run.rt, run.workflow, run.updater, run.generator
+    method, env, rt, workflow, updater, gen = run.method, run.env, run.rt, run.workflow, run.updater, run.generator
     cfg = rt.cfg  # the engine and precision that rollout.*=auto stands for in this run, everywhere below
     choice = getattr(rt, "rollout_choice", None) or default_choice(cfg)
     sampler = EpochSampler(len(rt.train), seed=cfg.seed)
@@ -173,7 +177,8 @@ def _stages(cfg: TrainConfig, strategy: Strategy, run: Run, console, ray_info, s
     if main:
         save_config(cfg, run_dir / "train_config.yaml")
         write_json(run_dir / "run_info.json", {
-            "method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode, **method.run_info(cfg, workflow),
+            "method": cfg.method, "agents": rt.pool.names, "mode": rt.pool.mode, **env.run_info(cfg, workflow),
+            **({"env": env.name} if cfg.env.name else {}),
             **({"ray": ray_info} if ray_info else {}), "base_model": cfg.model.path, "prompt_format": rt.fmt.name,
             "embedded_task": cfg.data.embedded_task, "rollout": rollout_record(choice), "versions": library_versions(),
             **strategy.run_info()})
@@ -203,7 +208,7 @@ def _stages(cfg: TrainConfig, strategy: Strategy, run: Run, console, ray_info, s
                 ep.info.setdefault("policy_version", stage)
             _fault_injection(stage)
             t_rollout = time.perf_counter() - t0
-            metrics = {**rollout_metrics(episodes, run.roles), **reward_metrics, **method.rollout_metrics(cfg, episodes),
+            metrics = {**rollout_metrics(episodes, run.roles), **reward_metrics, **env.rollout_metrics(cfg, episodes),
                        **stale}
             metrics.update(updater.update(stage, episodes))
             if ahead is not None and stage < last:
@@ -215,7 +220,7 @@ def _stages(cfg: TrainConfig, strategy: Strategy, run: Run, console, ray_info, s
             if cfg.trainer.eval_every and (stage + 1) % cfg.trainer.eval_every == 0:
                 held_out_gen = torch.Generator().manual_seed(cfg.seed * 7919 + stage)
                 strategy.update_weights(rt.engine)
-                metrics.update(method.held_out_metrics(cfg, rt, workflow, held_out_gen))
+                metrics.update(env.held_out_metrics(cfg, rt, workflow, held_out_gen))
             metrics["reward/timeouts"] = timeout_count() - timeouts0  # gradings killed at reward.timeout
             tracker.log(metrics, step=stage)
             method.after_log(cfg, metrics, hook_state, console)

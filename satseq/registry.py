@@ -1,4 +1,5 @@
-"""The method registry: every training method is one :class:`Method` registered under its name.
+"""The registries: every training method (algorithm) is one :class:`Method` registered under its name,
+every environment one :class:`~satseq.envs.base.Environment`, every strategy one class.
 
 A method owns all that is particular to it (``methods/<name>/``): the workflow it trains with,
 its config section and defaults, how rewards are assigned, its updater, its held-out metrics, its
@@ -82,15 +83,65 @@ def default_method():
     return None
 
 
-def method_for_workflow(workflow: str):
-    """The built-in method that trains with ``workflow`` (e.g. ``coach`` -> MLMT): its embedded task,
-    warm start and prompt format are what a single model evaluated in that workflow uses."""
+def method_for_env(env: str):
+    """The method that stands for environment ``env`` (``Method.owns_env``: GRPO for ``single``, MLMT for
+    ``coach``): a single model evaluated in that environment is scored as that method's policy would be."""
     discover()
     for name in sorted(METHODS):
         m = METHODS[name]
-        if getattr(m, "workflow", None) == workflow and getattr(m, "owns_workflow", False):
+        if getattr(m, "env", None) == env and getattr(m, "owns_env", False):
             return m
     return None
+
+
+# ---------------------------------------------------------------------------- environments
+ENVS: dict[str, object] = {}
+_envs_discovered = False
+
+
+def register_env(cls: T) -> T:
+    """Class decorator: register an instance of the :class:`satseq.envs.base.Environment` subclass ``cls``
+    under ``cls.name`` (``env.name=<name>`` selects it; re-registering the same class is a no-op)."""
+    name = getattr(cls, "name", "")
+    if not name:
+        raise ValueError(f"{cls!r}: an environment needs a non-empty `name`")
+    old = ENVS.get(name)
+    if old is not None and (type(old).__module__, type(old).__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"environment '{name}' is already registered by {type(old).__module__}.{type(old).__qualname__}")
+    ENVS[name] = cls()
+    return cls
+
+
+def discover_envs() -> None:
+    """Import every built-in ``satseq.envs.<name>.env`` module once (they register themselves)."""
+    global _envs_discovered
+    if _envs_discovered:
+        return
+    _envs_discovered = True
+    pkg = importlib.import_module("satseq.envs")
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.ispkg and importlib.util.find_spec(f"satseq.envs.{info.name}.env") is not None:
+            importlib.import_module(f"satseq.envs.{info.name}.env")
+
+
+def env_names() -> list[str]:
+    discover_envs()
+    return sorted(ENVS)
+
+
+def get_env(name: str):
+    """The registered environment ``name``; a one-line ConfigError listing the known names otherwise."""
+    discover_envs()
+    try:
+        return ENVS[name]
+    except KeyError:
+        raise ConfigError(f"config key 'env.name': unknown environment '{name}' (known: {', '.join(sorted(ENVS))})") \
+            from None
+
+
+def env_of(cfg):
+    """The environment a config runs in: ``env.name``, else its method's default (``Method.env``)."""
+    return get_env(cfg.env.name or get_method(cfg.method).env)
 
 
 # ---------------------------------------------------------------------------- strategies

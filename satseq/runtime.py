@@ -2,8 +2,8 @@
 
 ``build_runtime(cfg, method)`` resolves the device and thread count, loads (or builds) the agents
 the method declares (:meth:`~satseq.methods.base.Method.agents`) into an
-:class:`~satseq.models.agents.AgentPool`, takes the prompt format from the method, makes the
-rollout engine, and loads the training and held-out problems (``embedded``: the method's task). All user-input problems surface here as one-line
+:class:`~satseq.models.agents.AgentPool`, takes the prompt format from the run's environment, makes the
+rollout engine, and loads the training and held-out problems (``embedded``: the environment's task). All user-input problems surface here as one-line
 :class:`~satseq.errors.SatseqError` before any output is written.
 """
 from __future__ import annotations
@@ -86,13 +86,13 @@ def _is_embedded_model(src: str) -> bool:
     return json.loads(cfg_file.read_text()).get("satseq_prompt_format") == "embedded"
 
 
-def _load(path: str, cfg: TrainConfig, device: str, console, method=None):
+def _load(path: str, cfg: TrainConfig, device: str, console, env=None):
     from satseq.models.loading import load_causal_lm
 
-    if path == EMBEDDED:  # each method starts from the warm start that knows its roles
-        from satseq.models.task_owner import warm_start_for
+    if path == EMBEDDED:  # each environment starts from the warm start that knows its roles
+        from satseq.envs.tasks import warm_start_for
 
-        path = str(warm_start_for(cfg.data.embedded_task, method, cfg.output_dir,
+        path = str(warm_start_for(cfg.data.embedded_task, env, cfg.output_dir,
                                   show_progress=cfg.trainer.progress, console=console))
     model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
     if cfg.model.tokenizer:
@@ -126,9 +126,9 @@ def check_agent_paths(cfg: TrainConfig, names: list[str], paths: list[str | None
 
 def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], device: str,
                console=print, *, path_keys: list[str] | None = None, force_lora: bool = False,
-               method=None) -> AgentPool:
+               env=None) -> AgentPool:
     """Load each agent's policy: full copies (embedded default) or LoRA adapters on one base.
-    ``method`` provides the warm start when a path is ``embedded``."""
+    ``env`` (the run's environment) provides the warm start when a path is ``embedded``."""
     path_keys = path_keys or agent_path_keys(names)
     check_agent_paths(cfg, names, paths, path_keys)
     sources = _agent_sources(cfg, paths)
@@ -140,7 +140,7 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
         models, tok = [], None
         for src in sources:
             if src not in loaded:
-                loaded[src] = _load(src, cfg, device, console, method)
+                loaded[src] = _load(src, cfg, device, console, env)
                 model = loaded[src][0]
             else:
                 model = copy.deepcopy(loaded[src][0])
@@ -163,25 +163,25 @@ def build_pool(cfg: TrainConfig, names: list[str], paths: list[str | None], devi
             raise ConfigError(f"config key '{where}': in LoRA mode every agent shares model.path; "
                               f"'{src}' is not a PEFT adapter dir (set model.lora.enabled=false for full models)")
         adapters[name] = src
-    base, tok = _load(base_path, cfg, device, console, method)
+    base, tok = _load(base_path, cfg, device, console, env)
     lc = cfg.model.lora
     return AgentPool.lora(names, base, tok, r=lc.r, alpha=lc.alpha, dropout=lc.dropout,
                           target_modules=lc.target_modules, adapter_paths=adapters, device=device)
 
 
-def prompt_format_of(pool: AgentPool, cfg: TrainConfig, method):
-    """The method's prompt format for the pool's model kind (``satseq_prompt_format`` in its config)."""
+def prompt_format_of(pool: AgentPool, cfg: TrainConfig, env):
+    """The environment's prompt format for the pool's model kind (``satseq_prompt_format`` in its config)."""
     module = pool.module(pool.names[0])
     kind = getattr(getattr(module, "config", None), "satseq_prompt_format", "chat")
-    return method.prompt_format(kind, pool.tokenizer, cfg)
+    return env.prompt_format(kind, pool.tokenizer, cfg)
 
 
-def load_datasets(cfg: TrainConfig, method) -> tuple[list[Problem], list[Problem]]:
+def load_datasets(cfg: TrainConfig, env) -> tuple[list[Problem], list[Problem]]:
     from satseq.data.loading import load_problems
 
-    from satseq.models.task_owner import task_for
+    from satseq.envs.tasks import task_for
 
-    task = task_for(cfg.data.embedded_task, method, seed=EMBEDDED_TASK_SEED)
+    task = task_for(cfg.data.embedded_task, env, seed=EMBEDDED_TASK_SEED)
     if cfg.data.eval == EMBEDDED:
         eval_set = task.problems(cfg.data.eval_size, split="eval")
     else:
@@ -195,7 +195,7 @@ def load_datasets(cfg: TrainConfig, method) -> tuple[list[Problem], list[Problem
     return train_set, eval_set
 
 
-def _check_prompts_before_the_warm_start(cfg: TrainConfig, spec, method, sets) -> None:
+def _check_prompts_before_the_warm_start(cfg: TrainConfig, spec, env, sets) -> None:
     """Every agent on the embedded model: its tokenizer (built in code) and context length are known
     before the warm start is built or loaded, so a too-long prompt is refused before any of that."""
     if cfg.model.tokenizer or not all(s == EMBEDDED for s in _agent_sources(cfg, spec.paths)):
@@ -205,7 +205,7 @@ def _check_prompts_before_the_warm_start(cfg: TrainConfig, spec, method, sets) -
     from satseq.models.tiny import build_char_tokenizer, tiny_config
 
     context = inspect.signature(tiny_config).parameters["max_positions"].default
-    fmt = method.prompt_format("embedded", build_char_tokenizer(), cfg)
+    fmt = env.prompt_format("embedded", build_char_tokenizer(), cfg)
     for problems in sets:
         check_prompt_lengths(problems, fmt, context_length=context, max_new_tokens=cfg.rollout.max_new_tokens,
                              what="rollout.max_new_tokens")
@@ -237,14 +237,15 @@ def run_engine(cfg: TrainConfig, tokenizer, device: str, *, instance: str = ""):
 def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:
     set_grading_timeout(cfg.reward.timeout)  # every is_equivalent of this run: math-verify killed after it
     device = setup_torch(cfg)
-    train_set, eval_set = load_datasets(cfg, method)
+    env = method.environment(cfg)
+    train_set, eval_set = load_datasets(cfg, env)
     spec = method.agents(cfg)
-    _check_prompts_before_the_warm_start(cfg, spec, method, (train_set, eval_set))
+    _check_prompts_before_the_warm_start(cfg, spec, env, (train_set, eval_set))
     pool = build_pool(cfg, spec.names, spec.paths, device, console, path_keys=spec.path_keys,
-                      force_lora=spec.force_lora, method=method)
+                      force_lora=spec.force_lora, env=env)
     if cfg.trainer.gradient_checkpointing:
         pool.enable_gradient_checkpointing()
-    fmt = prompt_format_of(pool, cfg, method)
+    fmt = prompt_format_of(pool, cfg, env)
     context = context_length_of(pool.module(pool.names[0]))
     for problems in (train_set, eval_set):  # before any model call, and before the run dir is written
         check_prompt_lengths(problems, fmt, context_length=context, max_new_tokens=cfg.rollout.max_new_tokens,

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from satseq.errors import SatseqError
-from satseq.methods.apo.loss import apo_loss
-from satseq.methods.apo.vstar import (
+from satseq.algos.regression import apo_loss
+from satseq.update.vstar import (
     VStarCache,
     fingerprint_model,
     fingerprint_problems,

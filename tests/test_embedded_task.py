@@ -84,7 +84,7 @@ def test_multiturn_transcripts_have_fixed_prompts_and_right_content():
 def test_multiturn_warm_start_builds_on_the_base_atomically(tmp_path):
     import json
 
-    from satseq.methods.pag.warm_start import ensure_multiturn_warm_start, multiturn_warm_start_dir
+    from satseq.envs.self_verify.warm_start import ensure_multiturn_warm_start, multiturn_warm_start_dir
     from satseq.models.warm_start import warm_start_dir
     from satseq.models.tiny import build_tiny_model, save_model_dir
     from satseq.models.sft import SFTConfig

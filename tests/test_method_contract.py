@@ -161,7 +161,7 @@ def test_method_contract(method, tiny_dir, tmp_path):
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["n_problems"] == 3
     config = (tmp_path / "ev" / "inference_config.yaml").read_text()
-    assert f"workflow: {get_method(method).workflow}" in config
+    assert f"workflow: {get_method(method).env}" in config
 
     plot = _in_process("plot", a)
     assert plot.exit_code == 0, plot.output[-2000:]

@@ -6,7 +6,9 @@ import torch
 from satseq.config import load_config
 from satseq.methods.mlmt.coach_reward import coach_reward, confidence, dependence, solver_scores
 from satseq.methods.mlmt.schedule import AlternatingSchedule
-from satseq.methods.mlmt.updater import MLMTUpdater, mlmt_rollout_metrics
+from satseq.envs.coach.metrics import mlmt_rollout_metrics
+from satseq.registry import get_env
+from satseq.methods.mlmt.updater import MLMTUpdater
 from satseq.models.agents import AgentPool
 from satseq.rollout.types import SamplingParams
 from satseq.workflows.coach import CoachWorkflow
@@ -81,8 +83,8 @@ def test_few_shot_coach_and_refine_prompts_are_used_as_written(tiny, tmp_path):
         load_config(None, ["method=mlmt", "mlmt.refine_prompt='Q: {problem} {attempt}'"])
     cfg = load_config(None, ["method=mlmt", f"output_dir={tmp_path}", "mlmt.coach_prompt='Coach {problem}: {attempt}'"])
     with pytest.raises(ConfigError, match="^config key 'mlmt.coach_prompt': for chat models only"):
-        get_method("mlmt").prompt_format("embedded", tok, cfg)
-    assert get_method("mlmt").prompt_format("chat", tok, cfg).coach("p", "a") == "Coach p: a"
+        get_env("coach").prompt_format("embedded", tok, cfg)
+    assert get_env("coach").prompt_format("chat", tok, cfg).coach("p", "a") == "Coach p: a"
 
 
 def _hand_logprobs(model, prompt, response):

@@ -132,7 +132,7 @@ def warm_start_probe(model, tok, n: int = 200) -> dict:
 def figures(episodes) -> dict:
     """Turn 1, turn 3, the coach alone (its own answer), copying the coach (= the coach's answer, right
     or wrong; no answer counts wrong), and how often turn 3 combines the coach's column with the row."""
-    from satseq.methods.mlmt.updater import mlmt_rollout_metrics
+    from satseq.envs.coach.metrics import mlmt_rollout_metrics
     from satseq.rewards.turn_rewards import grade_episodes
 
     grade_episodes(episodes)

@@ -3,9 +3,10 @@ import pytest
 import torch
 
 from satseq.methods.pag.advantages import ROLE_IDS, assign_pag_advantages, pag_advantages
-from satseq.methods.pag.metrics import collapse_warning, pag_metrics
+from satseq.envs.self_verify.metrics import collapse_warning, pag_metrics
 from satseq.models.agents import AgentPool
-from satseq.methods.pag.rewards import assign_pag_rewards
+from satseq.envs.self_verify.rewards import assign_pag_rewards
+from satseq.registry import get_env
 from satseq.rollout.types import SamplingParams
 from satseq.records import Episode, Problem, Turn
 from satseq.workflows.pag_prompts import ChatPAGFormat, EmbeddedPAGFormat, parse_verdict
@@ -344,5 +345,5 @@ def test_a_few_shot_verify_prompt_is_used_as_written(tiny, tmp_path):
         load_config(None, ["method=pag", "pag.revise_prompt='Q: {problem} {attempt}'"])
     cfg = load_config(None, ["method=pag", f"output_dir={tmp_path}", "pag.verify_prompt='Check {problem}: {attempt}'"])
     with pytest.raises(ConfigError, match="^config key 'pag.verify_prompt': for chat models only"):
-        get_method("pag").prompt_format("embedded", tok, cfg)
-    assert get_method("pag").prompt_format("chat", tok, cfg).verify("p", "a") == "Check p: a"
+        get_env("self_verify").prompt_format("embedded", tok, cfg)
+    assert get_env("self_verify").prompt_format("chat", tok, cfg).verify("p", "a") == "Check p: a"

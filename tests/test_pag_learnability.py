@@ -99,8 +99,8 @@ def run_check(seed: int = 0, *, steps: int = 40, prompts: int = 16, group: int =
     """Warm start, ``steps`` PAG steps (GRPO update, the default ``pag`` settings), then held-out
     figures of the warm start and the trained policy (T = 1): ``pag_metrics`` plus balanced accuracy."""
     from satseq.config.loader import load_config
-    from satseq.methods.pag.metrics import pag_metrics
-    from satseq.methods.pag.rewards import assign_pag_rewards
+    from satseq.envs.self_verify.metrics import pag_metrics
+    from satseq.envs.self_verify.rewards import assign_pag_rewards
     from satseq.methods.pag.updater import PAGUpdater
     from satseq.models.agents import AgentPool
     from satseq.models.sft import SFTConfig, run_sft

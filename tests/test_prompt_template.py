@@ -80,7 +80,7 @@ def test_methods_pass_the_template_to_their_formats(tok):
 
     for method in ("sat_seq", "grpo", "pag", "mlmt"):
         cfg = load_config(None, [f"method={method}", "data.prompt_template=raw"])
-        assert get_method(method).prompt_format("chat", tok, cfg).single("7*6=") == "7*6="
+        assert get_method(method).environment(cfg).prompt_format("chat", tok, cfg).single("7*6=") == "7*6="
 
 
 def test_previous_template_renders_only_the_turns_shown_earlier_answers(tok):
@@ -91,13 +91,13 @@ def test_previous_template_renders_only_the_turns_shown_earlier_answers(tok):
     first, later = "Q: {problem}\nA:", "Shown: Q: 1+1? Earlier agents answered: 2.\nA: 2\n\nQ: {problem}{previous}\nA:"
     cfg = load_config(None, ["method=sat_seq", "model.chat_template=never", f"data.prompt_template={json.dumps(first)}",
                              f"sat_seq.previous_template={json.dumps(later)}"])
-    f = get_method("sat_seq").prompt_format("chat", tok, cfg)
+    f = get_method("sat_seq").environment(cfg).prompt_format("chat", tok, cfg)
     assert f.relay("What is 2 + 2?", []) == f.single("What is 2 + 2?") == "Q: What is 2 + 2?\nA:"
     assert f.relay("What is 2 + 2?", [("4", "x")]) == (
         "Shown: Q: 1+1? Earlier agents answered: 2.\nA: 2\n\nQ: What is 2 + 2? Earlier agents answered: 4 "
         "(they may be wrong).\nA:")
     for method in ("simultaneous", "shared_policy"):  # the same relay format
-        assert get_method(method).prompt_format("chat", tok, cfg).relay("2+2?", [("4", "x")]) == f.relay("2+2?", [("4", "x")])
+        assert get_method(method).environment(cfg).prompt_format("chat", tok, cfg).relay("2+2?", [("4", "x")]) == f.relay("2+2?", [("4", "x")])
 
 
 LATER = 'sat_seq.previous_template="Q: {problem}{previous}\\nA:"'
@@ -113,4 +113,4 @@ def test_previous_template_errors_name_the_key(tok):
         load_config(None, ["method=sat_seq", "sat_seq.show_previous=none", LATER])
     cfg = load_config(None, ["method=sat_seq", LATER])
     with pytest.raises(ConfigError, match="sat_seq.previous_template.*chat models only"):
-        get_method("sat_seq").prompt_format("embedded", tok, cfg)
+        get_method("sat_seq").environment(cfg).prompt_format("embedded", tok, cfg)

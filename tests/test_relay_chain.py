@@ -86,8 +86,8 @@ def test_config_key_routes_training_and_eval_to_the_chain_task(tmp_path):
     from satseq.registry import get_method
 
     cfg = load_config(None, ["method=sat_seq", "data.embedded_task=chain"])
-    assert isinstance(embedded_task(cfg.data.embedded_task, get_method("sat_seq")), ChainTask)
-    assert not isinstance(embedded_task("default", get_method("sat_seq")), SumOfThreeTask)
+    assert isinstance(embedded_task(cfg.data.embedded_task, get_method("sat_seq").environment(cfg)), ChainTask)
+    assert not isinstance(embedded_task("default", get_method("sat_seq").environment(cfg)), SumOfThreeTask)
     with pytest.raises(ConfigError, match="data.embedded_task"):
         load_config(None, ["data.embedded_task=chains"])
     (tmp_path / "run_info.json").write_text(json.dumps({"method": "sat_seq", "embedded_task": "chain"}))
@@ -97,12 +97,12 @@ def test_config_key_routes_training_and_eval_to_the_chain_task(tmp_path):
 
 def test_eval_of_a_chain_run_uses_the_chain_task():
     from satseq.eval.runner import _load_dataset
-    from satseq.registry import get_method
+    from satseq.registry import get_env
 
-    problems, identity = _load_dataset("embedded", data_dir=None, limit=5, method=get_method("sat_seq"),
+    problems, identity = _load_dataset("embedded", data_dir=None, limit=5, env=get_env("relay"),
                                        embedded_task="chain")
     assert identity.startswith("embedded-chain:eval") and problems[0].problem.count("+") == 2
-    _, default = _load_dataset("embedded", data_dir=None, limit=5, method=get_method("sat_seq"))
+    _, default = _load_dataset("embedded", data_dir=None, limit=5, env=get_env("relay"))
     assert default.startswith("embedded:eval")
 
 
@@ -123,5 +123,5 @@ def test_sat_seq_trains_on_the_chain_task_and_logs_behaviours(tiny_dir, tmp_path
     from satseq.registry import get_method
     from satseq.runtime import load_datasets
 
-    train, held_out = load_datasets(r.config, get_method("sat_seq"))  # what the run trained on: sums of three
+    train, held_out = load_datasets(r.config, get_method("sat_seq").environment(r.config))  # what the run trained on: sums of three
     assert all(p.problem.count("+") == 2 for p in train + held_out)

@@ -131,7 +131,7 @@ def test_frozen_agent_is_never_updated(tiny):
 def test_simultaneous_update_ignores_the_other_agents_updates(tiny):
     """The simultaneous baseline updates every agent from the same batch with no IS factor and no order:
     the last agent's update is bit for bit the one it gets when it is the only agent trained."""
-    from satseq.methods.simultaneous.updater import SimultaneousUpdater
+    from satseq.update.simultaneous import SimultaneousUpdater
 
     cfg, pool, _, wf, eng, gen = _setup(tiny, **{"sat_seq.lr": 1e-3, "sat_seq.mini_batch_size": 64})
     episodes = _episodes(wf, pool, eng, gen)
@@ -231,7 +231,7 @@ def test_simultaneous_trust_region_shrinks_every_step_and_ignores_the_order_and_
     assert all(torch.equal(last[k], last_alone[k]) for k in last)
     # without the trust region the same step is not shrunk: its KL is past the target
     cfg2, pool2, _, wf2, eng2, gen2 = _setup(tiny, **{**over, "trainer.step_kl": True})
-    from satseq.methods.simultaneous.updater import SimultaneousUpdater
+    from satseq.update.simultaneous import SimultaneousUpdater
 
     plain = SimultaneousUpdater(cfg2, pool2, torch.Generator().manual_seed(1)).update(0, _episodes(wf2, pool2, eng2, gen2))
     assert all(plain[f"{a}/kl_step_q99"] > cfg.algorithm.kl_ctrl.target_kl for a in AGENTS)

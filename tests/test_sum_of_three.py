@@ -75,18 +75,19 @@ def test_warm_start_corpus_never_shows_held_out_problems():
 def test_mlmt_and_the_coach_workflow_use_the_sum_of_three():
     from satseq.data.arithmetic import ArithmeticTask
     from satseq.eval.runner import _load_dataset
-    from satseq.eval.targets import method_of
-    from satseq.registry import get_method
+    from satseq.eval.targets import env_of
+    from satseq.registry import get_env, get_method
     from satseq.models.warm_start import eval_exclusion
 
-    assert isinstance(get_method("mlmt").embedded_task(), SumOfThreeTask)
-    assert isinstance(method_of(None, "coach").embedded_task(), SumOfThreeTask)
-    assert isinstance(get_method("pag").embedded_task(), ArithmeticTask)
-    assert isinstance(method_of(None, None).embedded_task(), ArithmeticTask)
+    assert get_method("mlmt").env == "coach"
+    assert isinstance(get_env("coach").embedded_task(), SumOfThreeTask)
+    assert isinstance(env_of(None, "coach").embedded_task(), SumOfThreeTask)
+    assert isinstance(get_env("self_verify").embedded_task(), ArithmeticTask)
+    assert isinstance(env_of(None, None).embedded_task(), ArithmeticTask)
     assert all(p.count("+") == 2 for p in eval_exclusion(SumOfThreeTask(0), 20))
-    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, method=method_of(None, "coach"))
+    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, env=env_of(None, "coach"))
     assert ident == "embedded-sum3:eval:seed0" and all(p.problem.count("+") == 2 for p in problems)
-    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, method=method_of(None, None))
+    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, env=env_of(None, None))
     assert ident == "embedded:eval:seed0" and all(p.problem.count("+") == 1 for p in problems)
 
 
@@ -96,7 +97,7 @@ def test_training_datasets_follow_the_method():
     from satseq.runtime import load_datasets
 
     def load_datasets_of(cfg):
-        return load_datasets(cfg, get_method(cfg.method))
+        return load_datasets(cfg, get_method(cfg.method).environment(cfg))
 
     train, held = load_datasets_of(load_config(None, ["method=mlmt", "data.train_size=20", "data.eval_size=10"]))
     assert all(p.problem.count("+") == 2 for p in train + held)
@@ -108,8 +109,8 @@ def test_training_datasets_follow_the_method():
 def test_mlmt_warm_start_builds_on_the_base_atomically(tmp_path):
     import json
 
-    from satseq.eval.targets import method_of
-    from satseq.methods.mlmt.warm_start import ensure_mlmt_warm_start, mlmt_warm_start_dir
+    from satseq.eval.targets import env_of
+    from satseq.envs.coach.warm_start import ensure_mlmt_warm_start, mlmt_warm_start_dir
     from satseq.models.warm_start import warm_start_dir
     from satseq.models.tiny import build_tiny_model, save_model_dir
     from satseq.models.sft import SFTConfig
@@ -124,7 +125,7 @@ def test_mlmt_warm_start_builds_on_the_base_atomically(tmp_path):
     info = json.loads((out / "warm_start.json").read_text())
     assert info["base"] == str(base) and info["sft"]["steps"] == 2 and info["task"] == "sum-of-three MLMT"
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
-    assert method_of(None, "coach").ensure_warm_start(tmp_path) == out  # built once, then found
+    assert env_of(None, "coach").ensure_warm_start(tmp_path) == out  # built once, then found
 
 
 def test_mlmt_generates_room_for_a_two_stage_demonstration_unless_told_otherwise():
@@ -144,40 +145,47 @@ def test_behaviour_names_each_transcript_kind_of_the_warm_start():
     assert behaviour("\\boxed{762}") == "hasty"
 
 
-def test_a_methods_task_for_another_method(tmp_path):
-    """``data.embedded_task=mlmt`` / ``pag``: GRPO trains on that method's problems, from its warm start,
-    with its generation length (GRPO on the solver / the first attempt at equal samples, issue 38)."""
+@pytest.mark.parametrize("name,alias", [("coach", "mlmt"), ("self_verify", "pag")])
+def test_an_environments_task_in_another_environment(tmp_path, name, alias):
+    """``data.embedded_task=coach`` / ``self_verify`` (older names ``mlmt`` / ``pag``): GRPO in env single
+    trains on that environment's problems, from its warm start, with its generation length (GRPO on the
+    solver / the first attempt at equal samples, issue 38)."""
     from satseq.config import load_config
     from satseq.data.arithmetic import ArithmeticTask
+    from satseq.envs.tasks import warm_start_for
     from satseq.eval.runner import _load_dataset
-    from satseq.models.task_owner import warm_start_for
-    from satseq.registry import get_method
+    from satseq.registry import get_env
     from satseq.runtime import load_datasets
 
-    grpo = get_method("grpo")
-    cfg = load_config(None, ["method=grpo", "data.embedded_task=mlmt", "data.train_size=20", "data.eval_size=10"])
-    train, held = load_datasets(cfg, grpo)
-    assert all(p.problem.count("+") == 2 for p in train + held) and cfg.rollout.max_new_tokens == 96
-    problems, ident = _load_dataset("embedded", data_dir=None, limit=5, method=grpo, embedded_task="mlmt")
-    assert ident == "embedded-sum3:eval:seed0"
-    cfg = load_config(None, ["method=grpo", "data.embedded_task=pag", "data.train_size=5"])
-    assert isinstance(get_method("pag").embedded_task(), ArithmeticTask) and cfg.rollout.max_new_tokens == 48
-    # the warm start is the owner's: MLMT's directory, built (or found) by MLMT's builder
+    single = get_env("single")
+    for task in (name, alias):
+        cfg = load_config(None, ["method=grpo", f"data.embedded_task={task}", "data.train_size=20",
+                                 "data.eval_size=10"])
+        train, held = load_datasets(cfg, single)
+        problems, ident = _load_dataset("embedded", data_dir=None, limit=5, env=single, embedded_task=task)
+        if name == "coach":
+            assert all(p.problem.count("+") == 2 for p in train + held) and cfg.rollout.max_new_tokens == 96
+            assert ident == "embedded-sum3:eval:seed0"
+        else:
+            assert all(p.problem.count("+") == 1 for p in train + held) and cfg.rollout.max_new_tokens == 48
+            assert isinstance(get_env(name).embedded_task(), ArithmeticTask)
+    # the warm start is the owner's: its directory, built (or found) by its builder
     made = []
-    mlmt = get_method("mlmt")
-    original = type(mlmt).ensure_warm_start
+    owner = get_env(name)
+    original = type(owner).ensure_warm_start
     try:
-        type(mlmt).ensure_warm_start = lambda self, out, **kw: made.append(out) or Path(out) / "embedded" / "mlmt_seed0"
-        assert warm_start_for("mlmt", grpo, tmp_path) == tmp_path / "embedded" / "mlmt_seed0"
+        type(owner).ensure_warm_start = lambda self, out, **kw: made.append(out) or Path(out) / "embedded" / "x"
+        assert warm_start_for(alias, single, tmp_path) == tmp_path / "embedded" / "x"
+        assert warm_start_for(name, single, tmp_path) == tmp_path / "embedded" / "x"
     finally:
-        type(mlmt).ensure_warm_start = original
-    assert made == [tmp_path]
+        type(owner).ensure_warm_start = original
+    assert made == [tmp_path, tmp_path]
     with pytest.raises(Exception, match="embedded_task"):
         load_config(None, ["method=grpo", "data.embedded_task=sat_seq"])
 
 
 def test_every_caller_resolves_the_embedded_task_through_its_owner():
-    """A run's warm start and problems under ``data.embedded_task`` come from ``satseq.models.task_owner``
+    """A run's warm start and problems under ``data.embedded_task`` come from ``satseq.envs.tasks``
     alone: a caller that asked ``embedded_tasks`` directly would miss ``pag`` / ``mlmt`` (as satseq
     compare's warm-start row once did: KeyError 'pag')."""
     import ast
@@ -185,7 +193,7 @@ def test_every_caller_resolves_the_embedded_task_through_its_owner():
     root = Path(__file__).resolve().parents[1] / "satseq"
     direct = []
     for path in root.rglob("*.py"):
-        if path.name in ("embedded_tasks.py", "task_owner.py"):
+        if path.name in ("embedded_tasks.py", "tasks.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "satseq.models.embedded_tasks":

@@ -133,8 +133,8 @@ def test_method_warm_start_that_misses_its_target_fails_in_one_line_and_writes_n
 
 
 def test_every_embedded_warm_start_has_a_target_recipe():
-    from satseq.methods.mlmt.warm_start import MLMT_RECIPE
-    from satseq.methods.pag.warm_start import MULTITURN_RECIPE
+    from satseq.envs.coach.warm_start import MLMT_RECIPE
+    from satseq.envs.self_verify.warm_start import MULTITURN_RECIPE
     from satseq.models.embedded_tasks import CHAIN_RECIPE, EMBEDDED_TASKS
 
     assert set(EMBEDDED_TASKS) == {"chain"}  # a new named task needs a recipe here too
@@ -143,7 +143,7 @@ def test_every_embedded_warm_start_has_a_target_recipe():
 
 
 def test_the_target_is_on_the_weakest_targeted_behaviour():
-    from satseq.methods.pag.warm_start import MULTITURN_RECIPE
+    from satseq.envs.self_verify.warm_start import MULTITURN_RECIPE
     from satseq.models.warm_start import weakest
 
     scores = {"careful_verify": 0.5, "careful_revise": 0.95}

@@ -44,7 +44,7 @@ def _stage_seconds(cell_dir: Path, out: Path, name: str, stages: int, threads: i
     quiet = lambda *a, **k: None  # noqa: E731
     stage1 = 0.0
     if cfg.method == "apo":
-        from satseq.methods.apo.stage1 import cache_path, compute_vstar
+        from satseq.update.vstar_stage import cache_path, compute_vstar
         from satseq.runtime import build_runtime
 
         rt = build_runtime(cfg, get_method("apo"), quiet)

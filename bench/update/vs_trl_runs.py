@@ -47,13 +47,13 @@ def task(s: Settings, seed: int, out: str, name: str):
 
     cfg = load(None, satseq_overrides(s, seed=seed, output_dir=out, run_name=name))
     method = get_method("grpo")
-    train, held_out = load_datasets(cfg, method)
+    train, held_out = load_datasets(cfg, method.environment(cfg))
     return cfg, method, train, held_out
 
 
 def prompt_format(cfg, method, model, tok):
     """The prompt format satseq gives this model (embedded or chat/raw template)."""
-    return method.prompt_format(getattr(model.config, "satseq_prompt_format", "chat"), tok, cfg)
+    return method.environment(cfg).prompt_format(getattr(model.config, "satseq_prompt_format", "chat"), tok, cfg)
 
 
 def evaluate(policy, tok, fmt, s: Settings, problems, seed: int) -> list[float]:

@@ -2,9 +2,10 @@
 
 Importing this package fills :data:`ADV_ESTIMATORS` and :data:`POLICY_LOSSES` with the generic
 entries (``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``ppo``, ``gspo``); DAPO's reward
-shaping and group filter are plain functions in :mod:`satseq.algos.shaping`. Method-specific formulas register themselves
-from their method's package (``satseq.methods.sat_seq``: ``seqaware``, ``sat_seq``;
-``satseq.methods.apo``: ``apo``); this package never imports a method.
+shaping and group filter are plain functions in :mod:`satseq.algos.shaping`. A*-PO's regression loss
+``apo`` registers itself when :mod:`satseq.algos.regression` is imported (A*-PO and PAG's
+``pag.update=apo`` import it); SAT-Seq's formulas from their method's package (``satseq.methods.sat_seq``:
+``seqaware``, ``sat_seq``); this package never imports a method.
 """
 from __future__ import annotations
 

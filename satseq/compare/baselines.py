@@ -135,7 +135,7 @@ def summarize_eval(metrics: dict, rows: Sequence[dict], k: int) -> dict:
 def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list[Path]]]:
     """run_info, config, agent names and each agent's starting model (None for a LoRA run)."""
     from satseq.config import load_config
-    from satseq.models.task_owner import warm_start_for
+    from satseq.envs.tasks import warm_start_for
     from satseq.models.loading import resolve_model_source
     from satseq.models.warm_start import EMBEDDED
     from satseq.registry import get_method
@@ -154,7 +154,7 @@ def _warm_sources(run_dir: Path) -> Optional[tuple[dict, object, list[str], list
     sources = []
     for p in (p or cfg.model.path for p in spec.paths):
         if p == EMBEDDED:
-            src = warm_start_for(cfg.data.embedded_task, method, cfg.output_dir, show_progress=False,
+            src = warm_start_for(cfg.data.embedded_task, method.environment(cfg), cfg.output_dir, show_progress=False,
                                  console=lambda *a: None)
         else:
             src = resolve_model_source(p)
@@ -219,13 +219,14 @@ def warm_start_run(run_dir: Path, out: Path) -> Optional[Path]:
         return None
     info, cfg, names, sources = found
     method = get_method(cfg.method)
-    workflow = method.eval_workflow("run")
+    env = method.environment(cfg)
+    workflow = env.name
     d = dump_config(cfg)
     key = {"workflow": workflow, "agents": names, "sources": [str(s) for s in sources],
            "info": {k: v for k, v in info.items() if k not in ("method", "versions", "ray", "rollout")},
            "engine": {k: v for k, v in (info.get("rollout") or {}).items() if k not in ROLLOUT_BOOKKEEPING},
            "rollout": {k: v for k, v in (d.get("rollout") or {}).items() if k not in UPDATE_ONLY_ROLLOUT_KEYS},
-           "options": method.workflow_options(cfg),
+           "options": env.workflow_options(cfg),
            # previous_template only when set: the keys (directory names) of studies made before it stay
            "show_previous": [cfg.sat_seq.show_previous, cfg.sat_seq.previous_budget]
            + ([cfg.sat_seq.previous_template] if cfg.sat_seq.previous_template is not None else [])}
@@ -265,6 +266,6 @@ def _save_start_adapters(cfg, names: list[str], method, into: Path) -> None:
     torch.manual_seed(cfg.seed)
     spec = method.agents(cfg)
     pool = build_pool(cfg, names, list(spec.paths), "cpu", lambda *a, **k: None, path_keys=spec.path_keys,
-                      force_lora=spec.force_lora, method=method)
+                      force_lora=spec.force_lora, env=method.environment(cfg))
     for name in names:
         pool.save_agent(name, into / f"{name}_stage_{WARM_STAGE}")

@@ -395,17 +395,22 @@ def split_config_args(args: list[str]) -> tuple[str | None, list[str]]:
 
 
 def finalize(cfg: TrainConfig) -> TrainConfig:
-    """The method's part of loading: ``method`` must be registered; the method's defaults fill the
-    keys the user left unset (``run_name``; e.g. ``rollout.max_new_tokens`` for MLMT, the keys of
-    GRPO's baseline preset ``grpo.loss``: :meth:`~satseq.methods.base.Method.defaults`), after the
-    named embedded task's (:meth:`~satseq.methods.base.Method.task_defaults`); the method
-    checks its settings (:meth:`satseq.methods.base.Method.validate`). Idempotent."""
+    """The method's and the environment's part of loading: ``method`` and ``env.name`` must be registered;
+    defaults fill the keys the user left unset: the named embedded task's
+    (:func:`satseq.envs.tasks.task_config_defaults`), then the environment's (``rollout.max_new_tokens``
+    for the coach: :meth:`~satseq.envs.base.Environment.config_defaults`), then the method's (``run_name``;
+    the keys of GRPO's baseline preset ``grpo.loss``: :meth:`~satseq.methods.base.Method.defaults`); the
+    method checks its settings and the environment's (:meth:`satseq.methods.base.Method.validate`). Idempotent."""
     from satseq.registry import get_method
 
     method = get_method(cfg.method)
     if "run_name" not in cfg.model_fields_set:
         cfg.__dict__["run_name"] = method.default_run_name  # plain set: stays "unset" for a reload
-    for key, value in {**method.task_defaults(cfg), **method.defaults(cfg)}.items():
+    from satseq.envs.tasks import task_config_defaults
+
+    env = method.environment(cfg)  # env.name (a one-line error when unknown), else the method's own
+    defaults = {**task_config_defaults(cfg.data.embedded_task, cfg), **env.config_defaults(cfg), **method.defaults(cfg)}
+    for key, value in defaults.items():
         *parents, leaf = key.split(".")
         node = cfg
         for p in parents:
@@ -413,7 +418,10 @@ def finalize(cfg: TrainConfig) -> TrainConfig:
         if leaf not in node.model_fields_set:
             node.__dict__[leaf] = value
     method.validate(cfg)
+    from satseq.models.quantize import check_config as check_quantization
     from satseq.registry import get_strategy
+
+    check_quantization(cfg)  # model.quantization with what it cannot run with: one line naming the key
 
     get_strategy(cfg.trainer.strategy)  # a registered strategy (one-line error naming the key)
     return cfg

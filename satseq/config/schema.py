@@ -67,6 +67,8 @@ class ModelConfig(Section):
     gguf_file: Optional[str] = Field(None, description="GGUF file inside `path` to load (dequantized) instead of safetensors")
     tokenizer: Optional[str] = Field(None, description="tokenizer dir or hub id (None = the model's own)")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="parameter dtype")
+    quantization: Literal["none", "int8", "nf4"] = Field(
+        "none", description="load the frozen base quantized by bitsandbytes (BitsAndBytesConfig): int8 = LLM.int8 (load_in_8bit), nf4 = 4-bit NormalFloat (load_in_4bit, QLoRA); only the LoRA adapters train, in model.dtype. Needs LoRA (model.lora.enabled), a trainer.strategy other than fsdp2 and satseq's engine (rollout.engine=hf or auto); int8 rollouts are weighted by rollout.is_correction=auto (satseq/models/quantize.py; memory and time: docs/results.md)")
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapter settings")
     chat_template: Literal["auto", "never", "always"] = Field(
         "auto", description="wrap prompts in the tokenizer's chat template (auto: if it has one)")
@@ -84,13 +86,13 @@ class DataConfig(Section):
     prompt_template: str = Field(
         "boxed", description='how a problem becomes the first prompt of a real model: boxed = the problem + "Please reason step by step, and put your final answer within \\boxed{}." in the chat template (model.chat_template decides); chat = the problem alone as the user message of the tokenizer\'s chat template; raw = the problem text exactly, no template, no instruction; or a custom template containing {problem} (used exactly when model.chat_template is never), and optionally {previous}, where a relay\'s later turns show the earlier answers inline (else they follow the problem). The embedded task\'s fixed-length prompts ignore it')
     embedded_task: str = Field(
-        "default", description="what `embedded` means for data.train/data.eval/model.path: default = the method's own task and warm start; chain = the three-stage relay task where a later agent builds on an earlier one's answer (satseq/data/relay_chain.py); or the name of a method with its own warm start (`satseq sft --task` lists them): that method's task and warm start, for another method to train on (GRPO beside PAG or MLMT at equal samples; satseq/models/task_owner.py)")
+        "default", description="what `embedded` means for data.train/data.eval/model.path: default = the run's environment's own task and warm start; chain = the three-stage relay task where a later agent builds on an earlier one's answer (satseq/data/relay_chain.py); or the name of an environment with its own warm start (`satseq sft --task` lists them: self_verify, coach; pag and mlmt are older names of those two): that environment's task and warm start in this run's environment (GRPO in env single beside PAG or MLMT at equal samples; satseq/envs/tasks.py)")
 
 
     @field_validator("embedded_task")
     @classmethod
     def _check_embedded_task(cls, name: str) -> str:
-        from satseq.models.task_owner import embedded_task_names
+        from satseq.envs.tasks import embedded_task_names
 
         known = embedded_task_names()
         if name not in known:
@@ -248,6 +250,34 @@ class TrainerConfig(Section):
         1, ge=1, description="backend=ray: roll a stage out in this many micro-batches of prompts run concurrently, so agent k+1 works on micro-batch b while agent k works on b+1; the same episodes as 1 (per-episode streams; docs/scale.md)")
 
 
+# ---------------------------------------------------------------------------------- environment
+class EnvConfigBase(Section):
+    """``env``: the environment a run trains in (what an episode is: its roles, turns and reward;
+    satseq/envs/) and each registered environment's own settings, mounted at ``env.<key>`` by
+    :func:`train_config_model` (``Environment.config_section``)."""
+
+    name: Optional[str] = Field(None, min_length=1, description="the environment: a registered one (satseq/envs/: single, relay, self_verify, coach, or one registered with satseq.registry.register_env); None = the method's own (sat_seq, simultaneous, shared_policy: relay; grpo, apo: single; pag: self_verify; mlmt: coach)")
+    max_turns: Optional[int] = Field(None, ge=1, description="turns per episode at most; an environment with a fixed protocol (single 1, coach 3, the relay one per seat) refuses another value; None = the environment's own")
+
+    def __reduce__(self):
+        """Pickled by content and restored into the receiving process's ``env`` model (built at run time
+        from the environments registered there; a section of an environment it lacks is dropped)."""
+        return _restore_env, (self.__getstate__(),)
+
+
+def _restore_env(state: dict) -> "EnvConfigBase":
+    cls = env_config_model(env_sections())
+    known = set(cls.model_fields)
+    state = dict(state, __dict__={k: v for k, v in state["__dict__"].items() if k in known},
+                 __pydantic_fields_set__=set(state["__pydantic_fields_set__"]) & known)
+    obj = cls.__new__(cls)
+    obj.__setstate__(state)
+    for name, field in cls.model_fields.items():
+        if name not in obj.__dict__:
+            obj.__dict__[name] = field.get_default(call_default_factory=True)
+    return obj
+
+
 # ------------------------------------------------------------------------------------ top level
 class TrainConfigBase(Section):
     """The common part of :class:`TrainConfig`: every key but the methods' sections."""
@@ -267,6 +297,7 @@ class TrainConfigBase(Section):
     ppo: PPOConfig = Field(default_factory=PPOConfig, description="the clipped policy-gradient update shared by several methods")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="reward shaping")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="training loop, checkpoints, logging")
+    env: EnvConfigBase = Field(default_factory=EnvConfigBase, description="the environment and its settings")
 
     @property
     def run_dir(self) -> Path:
@@ -343,6 +374,38 @@ def method_sections(builtin_only: bool = False) -> list[tuple[str, type, str, An
     return list(out.values())
 
 
+def env_sections() -> list[tuple[str, type, str, Any]]:
+    """``(key, Section class, description, environment)`` of every registered environment's own section
+    (``Environment.config_section``), mounted at ``env.<key>``."""
+    from satseq.registry import ENVS, discover_envs
+
+    discover_envs()
+    out: dict[str, tuple[str, type, str, Any]] = {}
+    for e in list(ENVS.values()):
+        decl = getattr(e, "config_section", None)
+        if not decl:
+            continue
+        key, cls, *rest = decl
+        desc = rest[0] if rest else (cls.__doc__ or key).strip().splitlines()[0]
+        if key in EnvConfigBase.model_fields:
+            raise ValueError(f"environment {e.name!r}: config section {key!r} is a common key of env")
+        old = out.get(key)
+        if old is not None and old[1] is not cls:
+            raise ValueError(f"environment {e.name!r}: config section env.{key} is already {old[3].name!r}'s")
+        out[key] = (key, cls, desc, e)
+    return list(out.values())
+
+
+def env_config_model(sections) -> type:
+    """The ``env`` section's model: :class:`EnvConfigBase` plus each environment's own section."""
+    if not sections:
+        return EnvConfigBase
+    fields = {k: (sec, Field(default_factory=sec, description=desc)) for k, sec, desc, _ in sections}
+    cls = create_model("EnvConfig", __base__=EnvConfigBase, __module__=__name__, **fields)
+    cls.__qualname__ = "EnvConfig"
+    return cls
+
+
 _built: dict[tuple, type] = {}
 
 
@@ -354,11 +417,17 @@ def train_config_model(builtin_only: bool = False) -> type[TrainConfigBase]:
     from satseq.registry import default_method
 
     sections = method_sections(builtin_only)
+    envs = [s for s in env_sections() if not builtin_only or type(s[3]).__module__.startswith("satseq.envs.")]
     default = default_method()
-    key = (tuple((k, cls) for k, cls, _, _ in sections), default.name if default else "")
+    key = (tuple((k, cls) for k, cls, _, _ in sections), tuple((k, cls) for k, cls, _, _ in envs),
+           default.name if default else "")
     cls = _built.get(key)
     if cls is None:
         fields: dict[str, Any] = {k: (sec, Field(default_factory=sec, description=desc)) for k, sec, desc, _ in sections}
+        if envs:
+            env_cls = env_config_model(envs)
+            fields["env"] = (env_cls, FieldInfo.merge_field_infos(TrainConfigBase.model_fields["env"],
+                                                                  default_factory=env_cls))
         if default is not None:
             base = TrainConfigBase.model_fields
             fields["method"] = (str, FieldInfo.merge_field_infos(base["method"], default=default.name))
@@ -401,7 +470,7 @@ class TrainConfig(metaclass=_CurrentModel):
 
 
 __all__ = [
-    "ActorPlacement", "AlgorithmConfig", "DataConfig", "KLCtrlConfig", "LoraConfig", "ModelConfig", "PPOConfig",
+    "ActorPlacement", "AlgorithmConfig", "DataConfig", "EnvConfigBase", "KLCtrlConfig", "LoraConfig", "ModelConfig", "PPOConfig",
     "RewardConfig", "RolloutConfig", "TrainConfig", "TrainConfigBase", "TrainerConfig", "method_sections",
     "train_config_model",
 ]

@@ -88,10 +88,9 @@ def _k_dict(metrics: dict, kind: str, ks: Sequence[int]) -> dict:
 def records(target: Target, problems: list[Problem], episodes, n: int, ks: Sequence[int], seed: int) -> list[dict]:
     """One prediction line per problem; ``seed`` (the evaluation's) seeds the stream that breaks the ties
     of a vote over an even number of samples (:func:`~satseq.eval.metrics.vote_of`)."""
-    from satseq.registry import method_for_workflow
     from satseq.rewards.grade import is_equivalent
 
-    owner = method_for_workflow(target.workflow)  # the method whose workflow it is: its answers and fields
+    owner = target.env  # the environment it ran in: its answers and fields
     out = []
     for g, p in enumerate(problems):
         eps = episodes[g * n:(g + 1) * n]

@@ -62,7 +62,7 @@ from satseq.eval.predictions_io import (
     records,
 )
 from satseq.eval.report import compute_metrics, print_table  # noqa: F401  (re-exported)
-from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, Target, embedded_task_of, load_target, method_of  # noqa: F401  (re-exported)
+from satseq.eval.targets import CHAT_MAX_NEW_TOKENS, Target, embedded_task_of, env_of, load_target, method_of  # noqa: F401  (re-exported)
 from satseq.rollout.types import SamplingParams
 from satseq.utils.io import append_jsonl, read_jsonl, write_json, write_yaml
 from satseq.records import Problem
@@ -126,18 +126,18 @@ def _resolve_ks(ks: Sequence[int] | None, n: int, console) -> list[int]:
 
 # -------------------------------------------------------------------------------------- data
 def _load_dataset(dataset: str, *, data_dir: str | None, limit: int | None,
-                  method=None, embedded_task: str = "default") -> tuple[list[Problem], str]:
+                  env=None, embedded_task: str = "default") -> tuple[list[Problem], str]:
     """Problems and the dataset's identity (a benchmark name / hub id, or an absolute path).
     ``embedded`` is the held-out split of the run's embedded task (``data.embedded_task``; by default
-    ``method``'s own: MLMT's is the sum of three)."""
+    ``env``'s own: the coach's is the sum of three)."""
     from satseq.data.loading import load_problems
 
     if dataset == EMBEDDED_DATASET:
-        from satseq.models.task_owner import task_for
+        from satseq.envs.tasks import task_for
         from satseq.runtime import EMBEDDED_TASK_SEED
 
         size = EMBEDDED_EVAL_DEFAULT if limit is None else limit
-        task = task_for(embedded_task, method, EMBEDDED_TASK_SEED)
+        task = task_for(embedded_task, env, EMBEDDED_TASK_SEED)
         return task.problems(size, split="eval"), f"{task.identity}:eval:seed{EMBEDDED_TASK_SEED}"
     problems = load_problems(dataset, split="test", data_dir=data_dir, limit=limit)
     p = Path(dataset).expanduser()
@@ -186,8 +186,6 @@ def run_evaluation(
     (recorded in ``inference_config.yaml`` when not ``hf``). See the module docstring.
     """
     from satseq.utils.progress import progress_bar
-    from satseq.workflows.base import make_workflow
-
     t_start = time.perf_counter()
     if n < 1:
         raise ConfigError(f"--n must be >= 1, got {n}")
@@ -195,7 +193,7 @@ def run_evaluation(
         raise ConfigError(f"--batch_size must be >= 1, got {batch_size}")
     if threads < 0:
         raise ConfigError(f"--threads must be >= 0, got {threads}")
-    from satseq.workflows.base import workflow_names
+    from satseq.registry import env_names as workflow_names
 
     if engine not in ("hf", "vllm"):
         raise ConfigError(f"--engine must be hf or vllm, got '{engine}'")
@@ -211,7 +209,7 @@ def run_evaluation(
 
     # Cheap checks first: the dataset and any existing output, before loading a model.
     problems, dataset_id = _load_dataset(dataset, data_dir=data_dir, limit=limit,
-                                         method=method_of(checkpoint_dir, workflow),
+                                         env=env_of(checkpoint_dir, workflow),
                                          embedded_task=embedded_task_of(checkpoint_dir))
     if not problems:
         raise DataError(f"{dataset}: no problems to evaluate")
@@ -262,7 +260,7 @@ def run_evaluation(
     done = {problem_key(r.get("problem_id")) for r in rows}
     todo = [(i, p) for i, p in enumerate(problems) if problem_key(p.problem_id) not in done]
     per_chunk = max(1, batch_size // n)
-    wf = make_workflow(target.workflow, target.roles, target.fmt, sampling, **target.options)
+    wf = target.env.make_workflow(None, target.roles, target.fmt, sampling, options=target.options)
     if engine_factory is None:
         from satseq.rollout.engine import make_engine
 
@@ -284,7 +282,7 @@ def run_evaluation(
             chunk = [p for _, p in items]
             gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + c)
             episodes = wf.rollout(chunk, target.pool, rollout_engine, group_size=n, generator=gen)
-            target.method.grade(episodes)
+            target.env.grade(episodes)
             for rec in records(target, chunk, episodes, n, ks, seed):
                 append_jsonl(out_dir / PREDICTIONS, rec)
                 correct_so_far.append(sum(rec["correct"]) / len(rec["correct"]))

@@ -45,8 +45,9 @@ class Target:
     default_max_new_tokens: int = CHAT_MAX_NEW_TOKENS
     stop: tuple[str, ...] = ()
     info: dict = field(default_factory=dict)
-    method: Any = None                   # the registered method whose workflow and grading apply
-    workflow: str = "single"             # the workflow it runs in
+    method: Any = None                   # the registered method it stands for (its config's)
+    workflow: str = "single"             # the environment it runs in (its name)
+    env: Any = None                      # that environment: its workflow, grading and prediction fields
     roles: Any = None                    # role -> agent (or one agent name: it plays every role)
     options: dict = field(default_factory=dict)  # workflow options (e.g. PAG's max_policy_turns)
 
@@ -94,8 +95,8 @@ def _lora_shape_from_adapter(cfg, adapter_dir: Path) -> None:
 
 def method_of(checkpoint_dir=None, workflow: str | None = None):
     """The registered method a target stands for: the run's (``run_info.json``), else the one that
-    trains with ``workflow`` (default ``single``)."""
-    from satseq.registry import get_method, method_for_workflow
+    stands for environment ``workflow`` (default ``single``)."""
+    from satseq.registry import get_method, method_for_env
 
     info = Path(str(checkpoint_dir or "")).expanduser() / "run_info.json"
     try:
@@ -104,10 +105,26 @@ def method_of(checkpoint_dir=None, workflow: str | None = None):
         name = None
     if isinstance(name, str):
         return get_method(name)
-    m = method_for_workflow(workflow or "single")
+    m = method_for_env(workflow or "single")
     if m is None:
-        raise ConfigError(f"--workflow {workflow}: no registered method trains with it")
+        raise ConfigError(f"--workflow {workflow}: no registered method stands for this environment")
     return m
+
+
+def env_of(checkpoint_dir=None, workflow: str | None = None):
+    """The environment a target runs in: the run's (its ``train_config.yaml``: ``env.name``, else its
+    method's own), else environment ``workflow`` (default ``single``)."""
+    from satseq.registry import get_env
+
+    run = Path(str(checkpoint_dir or "")).expanduser()
+    if _is_run_dir(run) and (run / "train_config.yaml").is_file():
+        from satseq.config import load_config
+
+        cfg = load_config(run / "train_config.yaml", [], saved=True)
+        return method_of(run).environment(cfg)
+    if _is_run_dir(run):
+        return get_env(method_of(run).env)
+    return get_env(workflow or "single")
 
 
 def embedded_task_of(checkpoint_dir=None) -> str:
@@ -121,9 +138,9 @@ def embedded_task_of(checkpoint_dir=None) -> str:
 
 
 def _trained_with(workflow: str) -> str:
-    from satseq.registry import method_for_workflow
+    from satseq.registry import method_for_env
 
-    m = method_for_workflow(workflow)
+    m = method_for_env(workflow)
     return m.title if m is not None else workflow
 
 
@@ -152,13 +169,14 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)
-        pool = build_pool(cfg, names, [str(dirs[n]) for n in names], device, console, method=method)
+        env = method.environment(cfg)
+        pool = build_pool(cfg, names, [str(dirs[n]) for n in names], device, console, env=env)
     for n in names:
         pool.module(n).eval()
-    fmt = prompt_format_of(pool, cfg, method)
+    fmt = prompt_format_of(pool, cfg, env)
     max_new = cfg.rollout.max_new_tokens  # a run is evaluated at the length it was trained to answer in
     try:
-        roles = method.eval_roles(info, list(names), cfg)
+        roles = env.eval_roles(info, list(names), cfg) or method.roles(cfg, list(names))
     except SatseqError as e:
         raise SatseqError(f"{run_dir}/{e}") from None
     return Target(kind="run", model=str(run_dir.resolve()), pool=pool, fmt=fmt, agents=list(names), stage=stage,
@@ -166,8 +184,7 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
                   info={"mode": info.get("mode"), "method": info.get("method"),
                         "base_model": info.get("base_model"),
                         "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}},
-                  method=method, workflow=method.eval_workflow("run"), roles=roles,
-                  options=method.workflow_options(cfg))
+                  method=method, workflow=env.name, env=env, roles=roles, options=env.workflow_options(cfg))
 
 
 def _load_single(spec: str, device: str, console, workflow: str | None = None) -> Target:
@@ -177,23 +194,25 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
     from satseq.models.warm_start import EMBEDDED
     from satseq.models.loading import load_causal_lm, resolve_model_source
 
-    method = method_of(None, workflow)
+    from satseq.registry import get_env
+
+    env = get_env(workflow or "single")
+    method = method_of(None, env.name)
     if spec == EMBEDDED:
-        src: Any = method.ensure_warm_start("outputs", console=console)
+        src: Any = env.ensure_warm_start("outputs", console=console)
     else:
         src = resolve_model_source(spec)
     model, tok = load_causal_lm(src, device=device)
     model.eval()
     kind = getattr(model.config, "satseq_prompt_format", None) or "chat"
     cfg = finalize(TrainConfig(method=method.name))
-    fmt = method.prompt_format(kind, tok, cfg)
+    fmt = env.prompt_format(kind, tok, cfg)
     identity = str(Path(src).resolve()) if isinstance(src, Path) else str(src)
     max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
     pool = AgentPool.full(["model"], [model], tok, device=device)
     return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
                   default_max_new_tokens=max_new, info={"spec": spec}, method=method,
-                  workflow=workflow or method.eval_workflow("single"), roles="model",
-                  options=method.workflow_options(cfg))
+                  workflow=env.name, env=env, roles="model", options=env.workflow_options(cfg))
 
 
 def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, device: str = "cpu",

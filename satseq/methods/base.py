@@ -1,30 +1,32 @@
-"""The :class:`Method` contract: what the loop, the CLI, ``satseq eval`` and ``satseq plot`` need
-from a training method, with the defaults a single-policy, single-turn method uses.
+"""The :class:`Method` contract: an algorithm, i.e. how episodes are credited and learned from, with
+the defaults a single-policy method uses. What an episode is (its roles, turns, prompts, reward,
+held-out metrics, embedded task and warm start) is the environment's
+(:class:`satseq.envs.base.Environment`); a run is an environment × an algorithm.
 
 A method subclasses :class:`Method`, sets its class attributes and overrides what differs, then
 registers itself (:func:`satseq.registry.register_method`). One training stage, as the loop
 (:mod:`satseq.loop`) runs it, in the method's words::
 
     episodes = workflow.rollout(problems, pool, engine, group_size=method.group_size(cfg))
-    metrics  = method.assign_rewards(cfg, episodes, rewards_ctx)     # per-turn rewards
-             + method.rollout_metrics(cfg, episodes)
+    metrics  = method.assign_rewards(cfg, episodes, rewards_ctx)     # default: the environment's reward
+             + env.rollout_metrics(cfg, episodes)
              + updater.update(stage, episodes)                       # method.build_updater(...)
-             + method.held_out_metrics(cfg, rt, workflow, generator)  # every trainer.eval_every
+             + env.held_out_metrics(cfg, rt, workflow, generator)     # every trainer.eval_every
 
-The defaults are the single-policy, single-turn ones: one agent ``policy`` from ``model.path``, the
-``single`` workflow, correctness rewards (or ``reward.custom``), the two-operand embedded task and
-its warm start; the group size and the dashboard layout are those of the method that owns the
-``single`` workflow (:func:`satseq.registry.method_for_workflow`). This module names no method.
+A method keeps only the update's hooks: the agents it trains (:meth:`Method.agents`) and the role each
+plays (:meth:`Method.roles`), the group size, its config section, defaults and checks, the credit it
+adds to the environment's reward (:meth:`Method.assign_rewards`), the stage's collection
+(:meth:`Method.collect`), work before the first stage (:meth:`Method.prepare`), the updater (local,
+and in Ray actors), warnings after a stage, its CLI commands and its dashboard. Its default environment
+is :attr:`Method.env`; :attr:`Method.envs` lists the environments it can train.
 
-A method owns its config section (:attr:`Method.config_section`, mounted on the config by
-:func:`satseq.config.schema.train_config_model`), its warm start (:attr:`Method.warm_start_stem`,
-:meth:`Method.ensure_warm_start`), its dashboard (:meth:`Method.dashboard`, :attr:`Method.metric_prefixes`)
-and its prediction fields (:meth:`Method.prediction_answers`, :meth:`Method.prediction_fields`).
+The defaults are the single-policy ones: one agent ``policy`` from ``model.path`` playing every role;
+the group size and the dashboard layout are those of the method that stands for the ``single``
+environment (:func:`satseq.registry.method_for_env`). This module names no method.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
@@ -57,14 +59,15 @@ class RewardContext:
 
 
 class Method:
-    """A training method: subclass, set ``name`` (what ``method=<name>`` selects) and override what
-    differs from the single-policy, single-turn defaults; register with
-    :func:`satseq.registry.register_method`. ``build_updater`` is the one hook without a default."""
+    """A training algorithm: subclass, set ``name`` (what ``method=<name>`` selects) and override what
+    differs from the single-policy defaults; register with :func:`satseq.registry.register_method`.
+    ``build_updater`` is the one hook without a default."""
 
     name: str = ""
     title: str = ""                        # the dashboard's title
-    workflow: str = "single"               # registered workflow it trains (and evaluates) with
-    owns_workflow: bool = False            # a single model evaluated in `workflow` stands for this method
+    env: str = "single"                    # the environment it trains in when env.name is unset
+    envs: Optional[tuple[str, ...]] = None  # the environments it can train (None: every registered one)
+    owns_env: bool = False                 # a single model evaluated in `env` stands for this method
     metric_markers: tuple[str, ...] = ()   # regexes of metric names only it logs (plot a run without run_info.json)
     config_defaults: dict[str, Any] = {}   # dotted config keys set when the user leaves them unset
     update_sections: tuple[str, ...] = ()  # config sections (dotted prefixes) holding its update's settings
@@ -79,10 +82,8 @@ class Method:
                                            # one is a one-line ConfigError naming the new key; a run's saved
                                            # train_config.yaml written before is read with them moved
     is_default: bool = False               # `method` defaults to it (read from the class itself, not inherited)
-    warm_start_stem: Optional[str] = None  # its own embedded warm start's directory stem (`satseq sft --task
-                                           # <name>` builds it with ensure_warm_start); None: the base one
     metric_prefixes: tuple[str, ...] = ()  # heads of metric names `<head>/...` it logs that are not agents
-    supports_custom_reward: bool = True    # reward.custom / reward.controller replace correctness
+    supports_custom_reward: bool = True    # reward.custom / reward.controller may replace the environment's reward
     ray_updater: Optional[str] = None      # trainer.backend=ray: "per_agent" (SAT-Seq's step in each agent's
                                            # actor), "whole" (a one-agent updater in its actor), None: local only
 
@@ -101,13 +102,6 @@ class Method:
         e.g. GRPO's baseline preset ``grpo.loss``); default :attr:`config_defaults`."""
         return self.config_defaults
 
-    def task_defaults(self, cfg) -> dict[str, Any]:
-        """The keys the embedded task ``data.embedded_task`` names sets when the user leaves them unset
-        (applied before :meth:`defaults`, which may override them)."""
-        from satseq.models.task_owner import task_config_defaults
-
-        return task_config_defaults(cfg.data.embedded_task)
-
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "validate" in vars(cls):
@@ -117,8 +111,8 @@ class Method:
     def validate(self, cfg) -> None:
         """Check the config when it loads (one-line ConfigError naming the key). Every method runs the
         same base checks: each registered section's own checks (:meth:`check_section` of the method
-        declaring it), and no key of another method's :attr:`exclusive_keys` set; then the method's
-        :meth:`check`. Not overridden (a subclass that defines ``validate`` is refused)."""
+        declaring it), no key of another method's :attr:`exclusive_keys` set, an environment it can
+        train (:attr:`envs`) and that environment's checks; then the method's :meth:`check`. Not overridden (a subclass that defines ``validate`` is refused)."""
         from satseq.errors import ConfigError
         from satseq.registry import METHODS, discover
 
@@ -136,6 +130,11 @@ class Method:
                     node = getattr(node, part)
                 if node != off:
                     raise ConfigError(f"config key '{key}': only method={m.name} reads it (method={cfg.method})")
+        env = self.environment(cfg)
+        if not self.trains(env):
+            what = ", ".join(self.envs) if self.envs is not None else "environments whose roles it can map"
+            raise ConfigError(f"config key 'env.name': method={self.name} trains in {what}, not {env.name}")
+        env.check(cfg)
         self.check(cfg)
 
     def check_section(self, cfg) -> None:
@@ -145,42 +144,28 @@ class Method:
     def check(self, cfg) -> None:
         """The method's own checks of its settings, after the base checks of :meth:`validate`."""
 
-    # ------------------------------------------------------------------ agents and workflow
+    # ------------------------------------------------------------------ agents and environment
+    def environment(self, cfg):
+        """The environment a run of this method trains in: ``env.name``, else :attr:`env`."""
+        from satseq.registry import get_env
+
+        return get_env(cfg.env.name or self.env)
+
+    def trains(self, env) -> bool:
+        """Whether it can train in environment ``env`` (default: :attr:`envs` names it, or is None)."""
+        return self.envs is None or env.name in self.envs
+
     def agents(self, cfg) -> AgentSpec:
         return AgentSpec([POLICY], [None])
 
     def roles(self, cfg, agent_names: list[str]) -> dict[str, str]:
-        """role -> pool agent, as the workflow needs it (default: each agent plays its own role)."""
-        return {n: n for n in agent_names}
-
-    def workflow_options(self, cfg) -> dict:
-        return {}
+        """role -> pool agent: each agent plays its own role, or one agent plays them all
+        (:meth:`satseq.envs.base.Environment.roles`)."""
+        return self.environment(cfg).roles(cfg, agent_names)
 
     def group_size(self, cfg) -> int:
-        """Responses per prompt; default: the group size of the method that owns the ``single`` workflow."""
-        return _single_workflow_method(self, "group_size").group_size(cfg)
-
-    def prompt_format(self, kind: str, tokenizer, cfg):
-        """The prompt format for a model of format ``kind`` ("embedded" or "chat")."""
-        from satseq.workflows.prompts import make_format
-
-        return make_format(kind, tokenizer, chat_template=cfg.model.chat_template, template=cfg.data.prompt_template)
-
-    def default_max_new_tokens(self, cfg) -> int:
-        return cfg.rollout.max_new_tokens
-
-    # ------------------------------------------------------------------ the embedded default
-    def embedded_task(self, seed: int = 0):
-        """The synthetic task ``data.train=embedded`` / ``data.eval=embedded`` means for this method."""
-        from satseq.data.arithmetic import ArithmeticTask
-
-        return ArithmeticTask(seed=seed)
-
-    def ensure_warm_start(self, output_dir, **kw) -> Path:
-        """The embedded warm start ``model.path=embedded`` means for this method (built on first use)."""
-        from satseq.models.warm_start import ensure_warm_start
-
-        return ensure_warm_start(output_dir, **kw)
+        """Responses per prompt; default: the group size of the method that stands for ``single``."""
+        return _single_env_method(self, "group_size").group_size(cfg)
 
     # ------------------------------------------------------------------ training
     def prepare(self, cfg, rt, custom, console) -> dict:
@@ -207,77 +192,31 @@ class Method:
         return draw(batch_size)
 
     def assign_rewards(self, cfg, episodes: list[Episode], ctx: RewardContext) -> dict:
-        """Set every turn's ``reward`` (and ``correct``); returns reward metrics to log."""
-        from satseq.rewards.turn_rewards import assign_outcome_rewards
-
-        assign_outcome_rewards(episodes, custom=ctx.custom)
-        return {}
-
-    def metric_roles(self, cfg, rt, workflow) -> list[str]:
-        """Roles whose training accuracy and response length are logged as ``<role>/accuracy``."""
-        return list(workflow.agents)
-
-    def rollout_metrics(self, cfg, episodes: list[Episode]) -> dict:
-        return {}
-
-    def held_out_metrics(self, cfg, rt, workflow, generator: torch.Generator) -> dict:
-        """Sampled accuracy on ``data.eval``, one episode per problem (``eval/...`` metrics)."""
-        from satseq.eval.rollout_eval import evaluate_single
-
-        agent = rt.pool.names[0]
-        r = evaluate_single(rt.pool, agent, rt.fmt, rt.engine, rt.eval, sampling=rt.sampling, generator=generator)
-        return {f"eval/{agent}/accuracy": r["acc"]}
+        """Set every turn's ``reward`` (and ``correct``); returns reward metrics to log. Default: the
+        environment's reward (:meth:`satseq.envs.base.Environment.assign_rewards`); an algorithm adds its
+        own shaping on top (GRPO's overlong penalty) or its own credit (MLMT's coach reward)."""
+        return self.environment(cfg).assign_rewards(cfg, episodes, ctx) or {}
 
     def after_log(self, cfg, metrics: dict, state: dict, console) -> None:
         """Called after each stage's metrics are logged (warnings); ``state`` persists over stages."""
 
-    def run_info(self, cfg, workflow) -> dict:
-        """Extra keys of ``run_info.json`` (read back by the evaluator)."""
-        return {}
-
-    # ------------------------------------------------------------------ evaluation and plots
-    def grade(self, episodes: list[Episode]) -> None:
-        """Mark correctness for ``satseq eval``."""
-        from satseq.rewards.turn_rewards import grade_episodes
-
-        grade_episodes(episodes)
-
-    def eval_roles(self, info: dict, agents: list[str], cfg) -> dict[str, str]:
-        """role -> agent when ``satseq eval`` runs a saved run (``info`` = its run_info.json, ``cfg``
-        its train_config.yaml): the roles it trained with."""
-        return self.roles(cfg, agents)
-
-    def eval_workflow(self, kind: str) -> str:
-        """The workflow ``satseq eval`` runs a saved run of this method in (``kind``: run or single)."""
-        return self.workflow
-
+    # ------------------------------------------------------------------ commands and plots
     def cli_commands(self) -> dict:
         """Extra ``satseq`` subcommands the method brings: name -> typer command function."""
         return {}
 
     def dashboard(self, axes, rows, agents, run_dir) -> None:
-        """Draw the six dashboard panels (``satseq plot``); default: the layout of the method that owns
-        the ``single`` workflow."""
-        _single_workflow_method(self, "dashboard").dashboard(axes, rows, agents, run_dir)
-
-    def prediction_answers(self, episodes: list[Episode]):
-        """``satseq eval`` of this method's workflow: ``(answers, correct)``, one per episode of a
-        problem, whose majority vote is the prediction; None: the evaluator's default (the team's
-        prediction of a run, the first turn's answer of a single model)."""
-        return None
-
-    def prediction_fields(self, episodes: list[Episode]) -> Optional[dict]:
-        """``satseq eval`` of this method's workflow: the extra fields of a problem's prediction line
-        (per-turn answers, verdicts...); None: the evaluator's default."""
-        return None
+        """Draw the six dashboard panels (``satseq plot``); default: the layout of the method that stands
+        for the ``single`` environment."""
+        _single_env_method(self, "dashboard").dashboard(axes, rows, agents, run_dir)
 
 
-def _single_workflow_method(method: Method, hook: str) -> Method:
-    """The registered method that owns the ``single`` workflow, whose ``hook`` is the default one."""
-    from satseq.registry import method_for_workflow
+def _single_env_method(method: Method, hook: str) -> Method:
+    """The registered method that stands for the ``single`` environment, whose ``hook`` is the default one."""
+    from satseq.registry import method_for_env
 
-    owner = method_for_workflow("single")
+    owner = method_for_env("single")
     if owner is None or getattr(type(owner), hook) is getattr(Method, hook):
-        raise NotImplementedError(f"method {method.name!r} defines no {hook} (and no registered method owning the "
-                                  "single workflow does)")
+        raise NotImplementedError(f"method {method.name!r} defines no {hook} (and no registered method standing "
+                                  "for the single environment does)")
     return owner

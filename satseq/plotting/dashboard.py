@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from satseq.errors import ConfigError
-from satseq.registry import METHODS, discover, get_method, method_for_workflow
+from satseq.registry import METHODS, discover, get_method, method_for_env
 from satseq.plotting.common import all_keys, num, read_json
 from satseq.tracking import read_metrics
 from satseq.utils.io import atomic_write
 
 
 def _default_method() -> str:
-    return method_for_workflow("single").name
+    return method_for_env("single").name
 
 # Metric name heads that are not agents (``<agent>/accuracy``, ``<agent>/loss`` name the agents): the
 # loop's, and each method's ``metric_prefixes``.

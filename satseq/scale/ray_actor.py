@@ -40,7 +40,8 @@ class AgentHost:
         build = list(all_names) if lora else list(names)
         keep = [i for i, n in enumerate(all_names) if n in build]
         pool = build_pool(cfg, build, [paths[i] for i in keep], self.device, console=lambda *a, **k: None,
-                          path_keys=[path_keys[i] for i in keep], force_lora=force_lora, method=self.method)
+                          path_keys=[path_keys[i] for i in keep], force_lora=force_lora,
+                          env=self.method.environment(cfg))
         self.pool = pool.only(self.names) if pool.names != self.names else pool
         if cfg.trainer.gradient_checkpointing:
             self.pool.enable_gradient_checkpointing()

@@ -70,9 +70,9 @@ def _resolved(cfg, spec, method, console):
         use_lora = not all(_is_embedded_model(s) for s in sources)
     warm = None
     if EMBEDDED in sources:
-        from satseq.models.task_owner import warm_start_for
+        from satseq.envs.tasks import warm_start_for
 
-        warm = str(warm_start_for(cfg.data.embedded_task, method, cfg.output_dir,
+        warm = str(warm_start_for(cfg.data.embedded_task, method.environment(cfg), cfg.output_dir,
                                   show_progress=cfg.trainer.progress, console=console))
     model = cfg.model.model_copy(update={"path": warm if cfg.model.path == EMBEDDED else cfg.model.path,
                                          "lora": cfg.model.lora.model_copy(update={"enabled": bool(use_lora)})})
@@ -99,9 +99,10 @@ def build_ray_runtime(cfg, method, console=print) -> tuple[Runtime, dict]:
     if cfg.threads > 0:  # the driver's own work (rewards, advantages); devices are the actors' business
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
-    train_set, eval_set = load_datasets(cfg, method)
+    env = method.environment(cfg)
+    train_set, eval_set = load_datasets(cfg, env)
     spec = method.agents(cfg)
-    _check_prompts_before_the_warm_start(cfg, spec, method, (train_set, eval_set))
+    _check_prompts_before_the_warm_start(cfg, spec, env, (train_set, eval_set))
     path_keys = spec.path_keys or agent_path_keys(spec.names)
     check_agent_paths(cfg, spec.names, spec.paths, path_keys)
     placement = placement_of(cfg, spec.names)
@@ -117,7 +118,7 @@ def build_ray_runtime(cfg, method, console=print) -> tuple[Runtime, dict]:
                                for p, d in zip(placement, described)]}
     from satseq.runtime import prompt_format_of
 
-    fmt = prompt_format_of(pool, cfg, method)
+    fmt = prompt_format_of(pool, cfg, env)
     context = context_length_of(pool.module(pool.names[0]))
     for problems in (train_set, eval_set):
         check_prompt_lengths(problems, fmt, context_length=context, max_new_tokens=cfg.rollout.max_new_tokens,

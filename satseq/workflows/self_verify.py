@@ -20,7 +20,7 @@ Episode, with ``max_policy_turns = M`` (default 2)::
   Verifier turns have ``answer = None`` (their verdict is not an answer to the problem).
 
 All active episodes advance in lockstep, one batched ``engine.generate`` per turn; episodes drop
-out when they stop. Rewards: :mod:`satseq.methods.pag.rewards`; gradients: the trainer.
+out when they stop. Rewards: :mod:`satseq.envs.self_verify.rewards`; gradients: the trainer.
 """
 from __future__ import annotations
 

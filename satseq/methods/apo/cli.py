@@ -10,7 +10,7 @@ def vstar(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
     """A*-PO stage 1: sample apo.n_samples responses per training prompt, write the V* cache."""
     from satseq.config import load_config
     from satseq.config.loader import split_config_args
-    from satseq.methods.apo.stage1 import cache_path, compute_vstar
+    from satseq.update.vstar_stage import cache_path, compute_vstar
     from satseq.registry import get_method
     from satseq.rewards.custom import resolve_custom_reward
     from satseq.runtime import build_runtime

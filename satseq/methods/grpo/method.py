@@ -1,6 +1,7 @@
-"""``method=grpo``: one policy, the ``single`` workflow, group-normalised outcome advantages, the
-clipped policy-gradient update (:mod:`satseq.methods.grpo.updater`). Every default of
-:class:`~satseq.methods.base.Method` is GRPO's.
+"""``method=grpo``: one policy in every role, group-normalised outcome advantages (the reward of an
+episode's last turn), the clipped policy-gradient update (:mod:`satseq.methods.grpo.updater`). Its
+default environment is ``single``; it trains in any environment one policy can play (every role mapped
+to it). Every default of :class:`~satseq.methods.base.Method` is GRPO's.
 
 ``grpo.loss`` names a baseline preset (:mod:`satseq.methods.grpo.presets`: grpo, dr_grpo, dapo,
 gspo, rloo, reinforce_pp) that fills the ``grpo`` and ``ppo`` keys left unset; DAPO's two rollout-side parts
@@ -19,7 +20,7 @@ from satseq.registry import register_method
 class GRPO(Method):
     name = "grpo"
     title = "GRPO"
-    owns_workflow = True
+    owns_env = True  # a single model evaluated in env single is scored as GRPO's policy
     config_section = ("grpo", GRPOConfig, "GRPO baseline")
     update_sections = ("grpo", "ppo")  # its own (advantages, DAPO's parts) and the clipped update's
     # DAPO's rollout-side parts and the presets: only GRPO reads them (another method setting one is an error)
@@ -66,7 +67,7 @@ class GRPO(Method):
         return cfg.grpo.group_size
 
     def dashboard(self, axes, rows, agents, run_dir) -> None:
-        from satseq.methods.pag.dashboard import pag_panels  # the PAG / A*-PO / GRPO layout
+        from satseq.plotting.one_policy import pag_panels  # the PAG / A*-PO / GRPO layout
 
         pag_panels(axes, rows, agents, run_dir)
 

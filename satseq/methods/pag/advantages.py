@@ -1,7 +1,7 @@
 """PAG advantages: turn-independent, normalized separately per role (RoleAdvNorm).
 
 Turn-independent (turn discount 0): a turn's "return" is its own reward r (the revision bonus is
-already inside a revision turn's reward, :mod:`satseq.methods.pag.rewards`); no later turn's
+already inside a revision turn's reward, :mod:`satseq.envs.self_verify.rewards`); no later turn's
 reward flows back into it. Per turn, with a baseline group B::
 
     A = (r - mean_B r) / (std_B r + eps)       (unbiased std, as GRPO; ``norm_by_std=False``: r - mean)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from satseq.methods.pag.advantages import assign_pag_advantages
-from satseq.methods.pag.metrics import pag_metrics
+from satseq.envs.self_verify.metrics import pag_metrics
 from satseq.update.clipped_pg import PGSettings, clipped_pg_update
 from satseq.update.batch import turns_of
 from satseq.update.loop import make_optimizer
@@ -41,7 +41,7 @@ class PAGUpdater:
         self.name = pool.names[0]
         self.mode = cfg.pag.update
         if self.mode == "apo":
-            from satseq.methods.apo.updater import APOUpdater
+            from satseq.update.regression import APOUpdater
 
             if vstar_cache is None:
                 raise ValueError("pag.update=apo needs the stage-1 V* cache")

@@ -1,7 +1,8 @@
-"""``method=simultaneous``: the relay of SAT-Seq (same agents, rewards, advantages and loss), with
-every agent updated at once from the same batch — no sequential IS correction, no order, no KL
-check, no certificate (:mod:`satseq.methods.simultaneous.updater`). The baseline that shows what
-SAT-Seq's block-coordinate scheme adds; it inherits everything else from SAT-Seq's method.
+"""``method=simultaneous``: the relay of SAT-Seq (the same environment, agents, rewards, advantages and
+loss), with every agent updated at once from the same batch: no sequential IS correction, no order, no
+KL check, no certificate (:mod:`satseq.update.simultaneous`). The baseline that shows what
+SAT-Seq's block-coordinate scheme adds; its agents, group size and update settings are the ``sat_seq``
+section's.
 
 ``simultaneous.trust_region=true`` adds SAT-Seq's trust region and nothing else: each agent's step
 is proposed with SAT-Seq's β penalty and passes SAT-Seq's quantile-KL check, shrunk along the
@@ -12,33 +13,46 @@ mini-batch permutation each agent draws: this is SAT-Seq's stage coordinator wit
 off (``StageCoordinator(..., simultaneous=True)``). It answers "the order or the trust region?"."""
 from __future__ import annotations
 
-from satseq.registry import register_method
-from satseq.methods.sat_seq.method import SatSeq
+from satseq.methods.base import AgentSpec, Method
 from satseq.methods.simultaneous.config import SimultaneousConfig
+from satseq.registry import register_method
 
 
 @register_method
-class Simultaneous(SatSeq):
+class Simultaneous(Method):
     name = "simultaneous"
     title = "Simultaneous multi-agent (baseline)"
     # SAT-Seq's loss, lr, epochs and clip; the KL check's settings with simultaneous.trust_region
     update_sections = ("sat_seq", "simultaneous", "algorithm.kl_ctrl")
+    env = "relay"
+    envs = ("relay",)  # its agents are the relay's seats (sat_seq.agents)
     config_section = ("simultaneous", SimultaneousConfig, "the simultaneous update (baseline)")
     exclusive_keys = {"simultaneous.trust_region": False}
-    owns_workflow = False     # a single model in the relay stands for SAT-Seq
-    metric_markers = ()       # its metrics are a subset of SAT-Seq's
-    ray_updater = None        # its own updater, not SAT-Seq's per-agent step: trainer.backend=local only
+    metric_prefixes = ("certificate",)
 
-    @property
-    def default_run_name(self) -> str:
-        return self.name
+    def check(self, cfg) -> None:
+        from satseq.algos import check_name
+
+        check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
+
+    def agents(self, cfg) -> AgentSpec:
+        agents = cfg.sat_seq.agents
+        return AgentSpec([a.name for a in agents], [a.path for a in agents],
+                         [f"sat_seq.agents[{i}].path" for i in range(len(agents))])
+
+    def group_size(self, cfg) -> int:
+        return cfg.sat_seq.group_size
 
     def build_updater(self, cfg, rt, generator, prepared):
-        from satseq.methods.simultaneous.updater import SimultaneousUpdater
-
         if cfg.simultaneous.trust_region:
-            from satseq.methods.sat_seq.stage_coordinator import StageCoordinator
+            from satseq.methods.sat_seq.stage_coordinator import StageCoordinator  # SAT-Seq's, IS factor off
 
             return StageCoordinator(cfg, rt.pool, generator, rt.device, simultaneous=True)
+        from satseq.update.simultaneous import SimultaneousUpdater
 
         return SimultaneousUpdater(cfg, rt.pool, generator, rt.device)
+
+    def dashboard(self, axes, rows, agents, run_dir) -> None:
+        from satseq.plotting.relay_panels import sat_seq_panels
+
+        sat_seq_panels(axes, rows, agents, run_dir)

@@ -1,6 +1,6 @@
 """A*-PO stage 1: V*(x) from N samples of the reference policy per training prompt, cached.
 
-``V*(x) = β1 · ln mean_i exp(r_i / β1)`` (see :mod:`satseq.methods.apo.vstar`). The cache records
+``V*(x) = β1 · ln mean_i exp(r_i / β1)`` (see :mod:`satseq.update.vstar`). The cache records
 the dataset, model and N it was made for; stage 2 refuses a stale one.
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from satseq.methods.apo.vstar import VStarCache, fingerprint_model, fingerprint_problems
+from satseq.errors import ConfigError
+from satseq.update.vstar import VStarCache, fingerprint_model, fingerprint_problems
 from satseq.rewards.turn_rewards import assign_outcome_rewards
 from satseq.utils.progress import progress_bar
 from satseq.workflows.single import SingleWorkflow
@@ -60,4 +61,15 @@ def load_or_compute_vstar(cfg, rt, agent: str, *, custom=None, console=print) ->
     cache, secs = compute_vstar(cfg, rt, agent, custom=custom, console=console)
     cache.save(path)
     console(f"[satseq] V* cache written to {path} ({secs:.1f} s)")
+    return cache
+
+
+def vstar_for_training(cfg, rt, custom, console):
+    """A*-PO stage 1 from the cache (computed on first use); ``apo.filter_unsolvable`` trims ``rt.train``."""
+    cache = load_or_compute_vstar(cfg, rt, rt.pool.names[0], custom=custom, console=console)
+    if cfg.apo.filter_unsolvable:
+        keep = {str(i) for i in cache.solvable_ids()}
+        rt.train = [p for p in rt.train if str(p.problem_id) in keep]
+        if not rt.train:
+            raise ConfigError("apo.filter_unsolvable: every training prompt is unsolvable for the reference policy")
     return cache

@@ -18,7 +18,7 @@ ratio: revisions that copy the first answer (a collapsed self-correction).
 from __future__ import annotations
 
 from satseq.rewards.grade import is_equivalent
-from satseq.methods.pag.rewards import grade_pag_episodes
+from satseq.envs.self_verify.rewards import grade_pag_episodes
 from satseq.records import Episode
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-import satseq.methods.apo.loss  # noqa: F401  (registers the regression loss apo)
+import satseq.algos.regression  # noqa: F401  (registers the regression loss apo)
 from satseq.algos import get_loss
 from satseq.records import Episode
 from satseq.update.batch import turns_of

@@ -20,9 +20,7 @@ import inspect
 
 import torch
 
-import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers policy loss sat_seq)
-from satseq.algos import get_loss
-from satseq.methods.sat_seq.adv.seqaware import seqaware_advantages
+from satseq.algos import get_adv, get_loss
 from satseq.records import Episode
 from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.loop import fit_minibatches, make_optimizer, mean, policy_temperature
@@ -42,6 +40,9 @@ class SimultaneousUpdater:
         self.trainable = trainable if trainable is not None else [a.name for a in s.agents if a.trainable]
         self.optimizers = {n: make_optimizer(pool, n, s.lr, cfg) for n in self.trainable}
         self.loss_fn = get_loss(s.policy_loss)
+        # SAT-Seq's turn advantages (GAE over turns, normalised per (prompt, turn)), by their registered
+        # name: registered by satseq.methods.sat_seq, which the method registry has imported
+        self.adv_fn = get_adv("seqaware")
         self.options = {"ratio": _RATIO[s.ratio]} if "ratio" in inspect.signature(self.loss_fn).parameters else {}
         self.temperature = policy_temperature(cfg)
         self.pad_id = pool.tokenizer.pad_token_id
@@ -51,8 +52,8 @@ class SimultaneousUpdater:
         s = self.cfg.sat_seq
         rewards = torch.tensor([[t.reward for t in ep.turns] for ep in episodes], dtype=torch.float32)
         groups = torch.tensor([ep.group for ep in episodes])
-        adv = seqaware_advantages(rewards, groups, gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam,
-                                  A_clip=s.A_clip)
+        adv = self.adv_fn(rewards, groups, gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam,
+                          A_clip=s.A_clip)
         batches = {n: turns_of(episodes, n, adv.normalized) for n in self.trainable}
         old = {n: batch_logprobs(self.pool.module(n), batches[n], self.pad_id, temperature=self.temperature,
                                  device=self.device)[0] for n in self.trainable}

@@ -1,0 +1,1 @@
+"""The ``coach`` environment (:mod:`satseq.envs.coach.env`)."""

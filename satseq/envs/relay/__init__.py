@@ -1,0 +1,1 @@
+"""The ``relay`` environment (:mod:`satseq.envs.relay.env`)."""

@@ -1,0 +1,1 @@
+"""The ``self_verify`` environment (:mod:`satseq.envs.self_verify.env`)."""

@@ -1,0 +1,1 @@
+"""The ``single`` environment (:mod:`satseq.envs.single.env`)."""
