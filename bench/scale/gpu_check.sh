@@ -18,7 +18,9 @@
 #      and =fsdp2 (one GPU holds one rank: NCCL refuses two ranks on one device), and with 2 ranks when
 #      the machine has 2 GPUs;
 #   4. a SmolLM2-135M-shaped Llama (random weights): the step time and peak GPU memory of a full
-#      fine-tuning AdamW update, fp32 and bf16 autocast, and the engine's decode throughput.
+#      fine-tuning AdamW update, fp32 and bf16 autocast, and the engine's decode throughput;
+#   5. with VERL=1 (verl 0.9.1 with its vllm extra installed there, TRAIN_FILE/VAL_FILE verl parquet files,
+#      MODEL_PATH a local model): the SAT-Seq verl recipe end to end, two agents, 2 stages (docs/verl.md).
 # Run once on one H200 (docs/scale.md, "The GPU check": every step passed after a device fix).
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then  # usage: the comment above
   sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0
@@ -110,5 +112,10 @@ for dtype in (None, torch.bfloat16):
     n = sum(len(x.response_ids) for x in gens)
     print(f"decode dtype={dtype or 'float32'}: {len(ps)} rows x 128 new tokens, {n / dt:.0f} tok/s")
 EOF
+if [ -n "${VERL:-}" ]; then
+  step verl_sat_seq env NUM_AGENTS=2 N_GPUS="$GPUS" TRAIN_BATCH_SIZE=4 NUM_STAGES=2 \
+       bash recipes/sat_seq/verl/train_dapo.sh actor_rollout_ref.rollout.name=vllm trainer.val_before_train=false \
+       trainer.default_local_dir="$OUT/runs/verl_sat_seq"
+fi
 echo "gpu_check: $([ $FAILED = 0 ] && echo 'every step passed' || echo 'some step FAILED') (logs in $OUT)"
 exit $FAILED

@@ -53,3 +53,22 @@ def test_overrides_reach_the_sat_seq_section(recipe_config):
     cfg = OmegaConf.merge(recipe_config, OmegaConf.from_dotlist(["sat_seq.epsilon=0.1", "data.train_batch_size=16"]))
     OmegaConf.resolve(cfg)
     assert cfg.actor_rollout_ref.actor.clip_ratio_high == 0.1 and cfg.data.train_batch_size == 16
+
+
+def test_train_dapo_knobs_compose(tmp_path):
+    """train_dapo.sh's overrides (TRAIN_BATCH_SIZE, NUM_STAGES, AGENTk_PATH) are valid Hydra overrides."""
+    from hydra import compose, initialize_config_dir
+
+    shim = tmp_path / "python"
+    shim.write_text('#!/bin/sh\nshift 2\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "TRAIN_BATCH_SIZE": "16", "NUM_STAGES": "5",
+           "AGENT1_PATH": "/models/a one", "AGENT2_PATH": "org/model-b"}
+    out = subprocess.run(["bash", os.path.join(RECIPE, "train_dapo.sh")], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    overrides = out.stdout.strip().splitlines()
+    with initialize_config_dir(config_dir=os.path.join(RECIPE, "config"), version_base=None):
+        cfg = compose("sat_seq", overrides=overrides)
+    assert cfg.data.train_batch_size == 16 and cfg.trainer.total_training_steps == 5
+    assert [(a.name, a.path) for a in cfg.sat_seq.agents] == [("agent_1", "/models/a one"), ("agent_2", "org/model-b")]
+    assert cfg.actor_rollout_ref.model.external_lib == "recipes.sat_seq.verl"

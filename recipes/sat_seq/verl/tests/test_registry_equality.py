@@ -137,3 +137,49 @@ def test_loss_refuses_token_mean_aggregation(recipe_config):
     old, logp, adv, mask, w = _loss_inputs()
     with pytest.raises(ConfigError, match="seq-mean-token-mean"):
         core_algos.get_policy_loss_fn("sat_seq")(old, logp, adv, mask, config.loss_agg_mode, config, w)
+
+
+def test_loss_through_verls_ppo_loss_on_its_tensordict(recipe_config):
+    """verl's actor loss (verl.workers.utils.losses.ppo_loss, what the FSDP engine calls per micro-batch)
+    with loss_mode=sat_seq, on the no-padding TensorDict verl builds from a DataProto: satseq's loss."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.losses import ppo_loss
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    B, P, T = 6, 3, 5
+    g = torch.Generator().manual_seed(7)
+    old, _, adv, mask, w = _loss_inputs(B=B, T=T, seed=7)
+    mask[-1, 0] = True  # every row has a response token (verl's rows always do)
+    adv, w = adv * mask, w * mask
+    resp_len = mask.sum(-1)
+    attention = torch.cat([torch.ones(B, P, dtype=torch.long), mask.long()], 1)
+    ids = torch.randint(1, 50, (B, P + T), generator=g) * attention
+    data = DataProto.from_single_dict({
+        "prompts": ids[:, :P], "responses": ids[:, P:], "input_ids": ids, "attention_mask": attention,
+        "position_ids": (attention.cumsum(-1) - 1).clamp(min=0), "response_mask": mask.long(),
+        "old_log_probs": old, "advantages": adv, "rollout_is_weights": w})
+    td = left_right_2_no_padding(data.to_tensordict())
+    tu.assign_non_tensor(td, dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=B)
+    # the model's output per token of each (unpadded) sequence; position P-1+t carries response token t
+    logp = (old + 0.3 * torch.randn(B, T, generator=g)) * mask
+    per_row = []
+    for b in range(B):
+        x = torch.zeros(P + int(resp_len[b]))
+        x[P - 1:P - 1 + int(resp_len[b])] = logp[b, :int(resp_len[b])]
+        per_row.append(x)
+    values = torch.cat(per_row).requires_grad_(True)
+    nested = torch.nested.nested_tensor_from_jagged(values, offsets=td["input_ids"].offsets())
+    config = _actor_config(recipe_config, **{"policy_loss.ppo_kl_coef": 0.2})
+    loss, metrics = ppo_loss(config, {"log_probs": nested}, td)
+    (g_verl,) = torch.autograd.grad(loss, values)
+
+    lp = logp.clone().requires_grad_(True)
+    c = (w * mask).sum(-1) / mask.sum(-1)
+    ref, _ = seq_ratio_loss(lp, old, adv, mask, clip_low=0.2, clip_high=0.2, is_weight=c,
+                            kl=kl_penalty(lp, old, "k3"), beta=0.2)
+    (g_ref,) = torch.autograd.grad(ref, lp)
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-7)
+    got = torch.stack([torch.nn.functional.pad(g_verl[int(off) + P - 1:int(off) + P - 1 + int(n)], (0, T - int(n)))
+                       for off, n in zip(td["input_ids"].offsets()[:-1], resp_len)])
+    torch.testing.assert_close(got, g_ref * mask, rtol=1e-6, atol=1e-7)
+    assert "actor/pg_loss" in metrics and g_ref.abs().sum() > 0
