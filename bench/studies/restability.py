@@ -14,15 +14,11 @@ decides) must equal the kept table's, so the rewrite changes nothing but the ver
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
 from pathlib import Path
-
-from satseq.compare.report import STABILITY_NOTE, stability_lines
-from satseq.compare.stability import over_seeds, run_stability
-from satseq.tracking import read_metrics
-from satseq.utils.io import write_json
 
 STUDIES = Path(__file__).resolve().parent
 HEADER = "| run | collapsed seeds |"
@@ -57,6 +53,10 @@ def warm_accuracies(study: Path, md: str) -> dict[str, float]:
 
 
 def recompute(study: Path) -> tuple[list[str], dict]:
+    from satseq.compare.report import stability_lines
+    from satseq.compare.stability import over_seeds, run_stability
+    from satseq.tracking import read_metrics
+
     md = (study / "comparison.md").read_text()
     warm = warm_accuracies(study, md)
     results: dict[str, list[dict]] = {}
@@ -73,6 +73,9 @@ def recompute(study: Path) -> tuple[list[str], dict]:
 
 def rewrite(study: Path, check: bool) -> bool:
     """True when the study's file changed (or would)."""
+    from satseq.compare.report import STABILITY_NOTE
+    from satseq.utils.io import write_json
+
     path = study / "comparison.md"
     lines = path.read_text().splitlines()
     new, stab = recompute(study)
@@ -102,7 +105,9 @@ def rewrite(study: Path, check: bool) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    check = "--check" in argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="print what would change, write nothing")
+    check = ap.parse_args(argv).check
     for study in sorted(p.parent for p in STUDIES.glob("*/comparison.md")):
         changed = rewrite(study, check)
         print(f"{study.name}: {'changed' if changed else 'unchanged'}{' (not written: --check)' if check and changed else ''}")

@@ -14,16 +14,12 @@ seeds' means, ddof = 1, as ``satseq compare`` reports it).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
 import sys
 from pathlib import Path
-
-import yaml
-
-from satseq.eval.report import compute_metrics
-from satseq.utils.io import read_jsonl
 
 STUDIES = Path(__file__).resolve().parent
 EVEN_MAJ = re.compile(r"maj@(\d*[02468])$")
@@ -41,6 +37,11 @@ def _diff(kept, now, path: str, out: list) -> None:
 def recompute(eval_dir: Path) -> tuple[list, list, dict]:
     """(allowed, unexplained) differences of one evaluation (allowed: maj@<even k> entries), and
     ``{key: (kept, now)}`` of its top-level maj@<even k> means (the final answer's)."""
+    import yaml
+
+    from satseq.eval.report import compute_metrics
+    from satseq.utils.io import read_jsonl
+
     kept = json.loads((eval_dir / "metrics.json").read_text())
     seed = int(yaml.safe_load((eval_dir / "inference_config.yaml").read_text()).get("seed", 0))
     rows = read_jsonl(eval_dir / "predictions.jsonl", allow_partial_last_line=True)
@@ -61,7 +62,13 @@ def _mse(xs: list[float]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    studies = [Path(a) for a in argv] if argv else sorted(p for p in STUDIES.iterdir() if (p / "evals").is_dir())
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("studies", nargs="*", type=Path, help="study directories (default: every bench/studies/*/evals)")
+    a = ap.parse_args(argv)
+    studies = a.studies or sorted(p for p in STUDIES.iterdir() if (p / "evals").is_dir())
+    for study in studies:
+        if not (study / "evals").is_dir():
+            sys.exit(f"error: {study}: no evals/ directory (not a kept study)")
     bad = 0
     for study in studies:
         per_run: dict[tuple[str, str], list[tuple[float, float]]] = {}
