@@ -90,6 +90,12 @@ class TurnSampler:
         return self.engine.generate(self.pool.module(agent), [self.fmt.encode(t) for t in texts], self.sampling,
                                     streams)
 
+    def sample_ids(self, agent: str, prompts: list[list[int]], rows: Sequence[int] | None = None) -> list[Generation]:
+        """One batched turn from token prompts, used as given (a conversation continued token for token:
+        :mod:`satseq.envs.conversation`); prompt ``i`` draws from the stream of episode ``rows[i]``."""
+        streams = self.streams if rows is None else pick(self.streams, rows)
+        return self.engine.generate(self.pool.module(agent), [list(p) for p in prompts], self.sampling, streams)
+
 
 class EpisodeWorkflow:
     """The template of a workflow: roles checked once, episodes expanded once, streams set up once.

@@ -1,0 +1,1 @@
+"""The ``tool_use`` environment (:mod:`satseq.envs.tool_use.env`)."""
