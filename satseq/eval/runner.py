@@ -260,7 +260,7 @@ def run_evaluation(
     done = {problem_key(r.get("problem_id")) for r in rows}
     todo = [(i, p) for i, p in enumerate(problems) if problem_key(p.problem_id) not in done]
     per_chunk = max(1, batch_size // n)
-    wf = target.env.make_workflow(None, target.roles, target.fmt, sampling, options=target.options)
+    wf = target.env.make_workflow(target.cfg, target.roles, target.fmt, sampling, options=target.options)
     if engine_factory is None:
         from satseq.rollout.engine import make_engine
 

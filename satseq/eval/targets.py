@@ -48,6 +48,7 @@ class Target:
     method: Any = None                   # the registered method it stands for (its config's)
     workflow: str = "single"             # the environment it runs in (its name)
     env: Any = None                      # that environment: its workflow, grading and prediction fields
+    cfg: Any = None                      # the config the environment reads (a run's train_config.yaml)
     roles: Any = None                    # role -> agent (or one agent name: it plays every role)
     options: dict = field(default_factory=dict)  # workflow options (e.g. PAG's max_policy_turns)
 
@@ -184,7 +185,7 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
                   info={"mode": info.get("mode"), "method": info.get("method"),
                         "base_model": info.get("base_model"),
                         "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}},
-                  method=method, workflow=env.name, env=env, roles=roles, options=env.workflow_options(cfg))
+                  method=method, workflow=env.name, env=env, cfg=cfg, roles=roles, options=env.workflow_options(cfg))
 
 
 def _load_single(spec: str, device: str, console, workflow: str | None = None) -> Target:
@@ -212,7 +213,7 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
     pool = AgentPool.full(["model"], [model], tok, device=device)
     return Target(kind="single", model=identity, pool=pool, fmt=fmt, agents=["model"],
                   default_max_new_tokens=max_new, info={"spec": spec}, method=method,
-                  workflow=env.name, env=env, roles="model", options=env.workflow_options(cfg))
+                  workflow=env.name, env=env, cfg=cfg, roles="model", options=env.workflow_options(cfg))
 
 
 def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, device: str = "cpu",

@@ -66,11 +66,15 @@ class ToolFormat:
         self.template = template
         self.name = f"tool_use-{kind}"
 
-    def first_messages(self, problem: str) -> list:
+    def first_messages(self, problem: str, observation: Optional[str] = None) -> list:
+        """``[system?, user]``: the problem under ``data.prompt_template`` (chat models), then ``observation``
+        appended to the user message (a TRL environment's ``reset``), as TRL appends it."""
         from satseq.envs.conversation import Message
         from satseq.workflows.prompts import render_problem
 
         user = render_problem(self.template, problem) if self.template else problem
+        if observation:
+            user = f"{user}{observation}" if user else observation
         return ([Message("system", self.system)] if self.system else []) + [Message("user", user)]
 
     def single(self, problem: str) -> str:
@@ -127,6 +131,9 @@ class ToolUse(Environment):
 
             raise ConfigError("config key 'env.tool_use.tools': a tool environment needs at least one tool")
 
+    def needs_sandbox(self, cfg) -> bool:
+        return "python" in self.section(cfg).tools
+
     def tools(self, cfg) -> list:
         from satseq.tools.registry import tools_by_name
 
@@ -137,7 +144,7 @@ class ToolUse(Environment):
         from satseq.tools.registry import tool_schemas
 
         tools = self.tools(cfg)
-        if "python" in self.section(cfg).tools:
+        if self.needs_sandbox(cfg):
             from satseq.tools.sandbox import ensure_available
 
             ensure_available()  # no sandbox here: the run stops now, with one line (never unconfined)
@@ -175,15 +182,21 @@ class ToolUse(Environment):
         from satseq.envs.tool_use.session import ToolSession
         from satseq.workflows.interactive import InteractiveWorkflow
 
+        roles = {roles: roles} if isinstance(roles, str) else dict(roles)  # one model evaluated: its name
         role, = roles
         s = self.section(cfg)
         journal = ToolJournal.for_run(cfg.run_dir) if (options or {}).get("journal", True) else ToolJournal(None)
         budget = s.max_tool_calls
 
         def start(problem):
-            return ToolSession(prompt_format, problem, role=role, budget=budget, journal=journal)
+            return ToolSession(prompt_format, problem, role=role, budget=budget, journal=journal,
+                               **self.episode_tools(cfg, problem))
 
         return InteractiveWorkflow(roles, prompt_format, sampling, start=start, max_turns=self.max_turns_of(cfg))
+
+    def episode_tools(self, cfg, problem) -> dict:
+        """What one episode's session gets besides the format's tools (a TRL environment's instance)."""
+        return {}
 
     def workflow_options(self, cfg) -> dict:
         return {"journal": False}  # satseq eval: results are not recorded
@@ -196,8 +209,12 @@ class ToolUse(Environment):
             for t in ep.turns:
                 t.reward = 0.0
             last = ep.turns[-1]
-            last.reward = (float(ctx.custom(last.prompt_text, last.text, ep.problem.answer)) if ctx.custom
-                           else float(ep.prediction_correct))
+            if "env_reward" in ep.info:  # the environment instance's own (a TRL environment's get_reward)
+                last.reward = ep.info["env_reward"]
+            elif ctx.custom:
+                last.reward = float(ctx.custom(last.prompt_text, last.text, ep.problem.answer))
+            else:
+                last.reward = float(ep.prediction_correct)
         return {}
 
     def rollout_metrics(self, cfg, episodes) -> dict:

@@ -21,12 +21,19 @@ TIMEOUT_MARK = "error: time limit exceeded"
 
 
 class ToolSession:
-    def __init__(self, fmt, problem: Problem, *, role: str, budget: int, journal: ToolJournal):
+    """``tools``: ``{name: Tool}`` this episode may call (default: the format's); ``observation``: text appended
+    to the problem's user message (a TRL environment's ``reset``); ``reward``: called once when the episode
+    ends, its float recorded as ``episode.info["env_reward"]`` (a TRL environment's ``get_reward``)."""
+
+    def __init__(self, fmt, problem: Problem, *, role: str, budget: int, journal: ToolJournal,
+                 tools: Optional[dict] = None, observation: Optional[str] = None, reward=None):
         self.fmt, self.problem, self.role, self.budget, self.journal = fmt, problem, role, budget, journal
-        self.conv = Conversation(fmt.conversation, fmt.first_messages(problem.problem))
+        self.tools = tools if tools is not None else fmt.tools
+        self.conv = Conversation(fmt.conversation, fmt.first_messages(problem.problem, observation))
         self.stop: Optional[str] = None
         self.calls = 0
         self.answer: Optional[str] = None
+        self.reward = reward
 
     def next_turn(self):
         if self.stop is not None:
@@ -53,7 +60,7 @@ class ToolSession:
             else:
                 self.calls += 1
                 key = call_key(gen.prompt_ids, gen.response_ids, i, call.name, call.arguments)
-                text, _ = self.journal.result(key, lambda c=call: execute_tool_call(c, self.fmt.tools))
+                text, _ = self.journal.result(key, lambda c=call: execute_tool_call(c, self.tools))
             results.append(text)
             self.conv.add(Message(**tool_message(call, text)))
         turn.info["tool_calls"], turn.info["tool_results"] = made, results
@@ -61,6 +68,8 @@ class ToolSession:
     def finish(self, episode: Episode) -> None:
         episode.prediction = self.answer
         episode.info["tool_calls"] = self.calls
+        if self.reward is not None:
+            episode.info["env_reward"] = float(self.reward())
 
 
 def tool_metrics(episodes: list[Episode]) -> dict:

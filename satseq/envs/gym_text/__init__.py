@@ -1,0 +1,1 @@
+"""The ``gym_text`` environment (:mod:`satseq.envs.gym_text.env`)."""

@@ -1,0 +1,1 @@
+"""The ``trl_env`` environment (:mod:`satseq.envs.trl_env.env`)."""
