@@ -104,14 +104,21 @@ class SatSeqRayTrainer(RayPPOTrainer):
                 setattr(self, key, value)
 
     # ------------------------------------------------------------------ AgentOps (the stage driver's)
+    def _meta(self, data: DataProto) -> DataProto:
+        """What RayPPOTrainer.fit puts in meta_info before its log-prob and update calls, for these rows."""
+        data.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
+        data.meta_info["global_token_num"] = torch.sum(data.batch["attention_mask"], dim=-1).tolist()
+        data.meta_info.setdefault("images_seqlens", [])
+        return data
+
     def log_prob(self, name: str, data: DataProto) -> torch.Tensor:
         with self.as_agent(name):
-            out, _ = self._compute_old_log_prob(data)
+            out, _ = self._compute_old_log_prob(self._meta(data))
         return out.batch["old_log_probs"]
 
     def update(self, name: str, data: DataProto) -> dict:
         with self.as_agent(name):
-            out = self._update_actor(data)
+            out = self._update_actor(self._meta(data))
         return out.meta_info["metrics"]
 
     def set_beta(self, name: str, beta: float) -> None:
@@ -127,8 +134,10 @@ class SatSeqRayTrainer(RayPPOTrainer):
         self.per_agent[name]["actor_rollout_wg"].sat_seq_restore()
 
     # ------------------------------------------------------------------ the relay rollout (GPU)
-    def relay_rollout(self, batch: DataProto) -> DataProto:
-        """One relay episode per (prompt, sample): K turns, one row per turn (module docstring)."""
+    def relay_rollout(self, batch: DataProto, sleep: bool = True) -> DataProto:
+        """One relay episode per (prompt, sample): K turns, one row per turn (module docstring).
+        ``sleep``: put each agent's rollout replicas to sleep after its turn (training follows); the
+        certificate keeps them awake for the next stage's rollout."""
         s = self.config.sat_seq
         n = self.config.actor_rollout_ref.rollout.n
         batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(batch))], dtype=object)
@@ -144,7 +153,8 @@ class SatSeqRayTrainer(RayPPOTrainer):
             gen = self._get_gen_batch(turn)
             with self.as_agent(name):
                 out = self.async_rollout_manager.generate_sequences(gen)
-                self.checkpoint_manager.sleep_replicas()
+                if sleep:
+                    self.checkpoint_manager.sleep_replicas()
             out.meta_info.pop("timing", None)
             turn = turn.union(out)
             texts = self.tokenizer.batch_decode(turn.batch["responses"], skip_special_tokens=True)
@@ -169,7 +179,7 @@ class SatSeqRayTrainer(RayPPOTrainer):
         scores = []
         uids = []
         for batch_dict in self.val_dataloader:
-            data = self.relay_rollout(DataProto.from_single_dict(batch_dict))
+            data = self.relay_rollout(DataProto.from_single_dict(batch_dict), sleep=False)
             last = np.asarray(data.non_tensor_batch[AGENT_KEY], dtype=object) == self.agents[-1]
             r = data.batch["token_level_scores"].sum(-1)[torch.as_tensor(np.nonzero(last)[0])]
             scores += [float(x > 0) for x in r.tolist()]

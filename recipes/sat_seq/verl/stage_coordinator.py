@@ -57,7 +57,30 @@ class AgentOps(Protocol):
     def restore(self, name: str) -> None: ...
 
 
+#: the ``sat_seq`` section's keys (config/sat_seq.yaml); any other key is a one-line error naming it
+SAT_SEQ_KEYS = ("epsilon", "A_clip", "group_size", "max_backtracks", "backtrack_alpha", "quantile", "statistic",
+                "on_fail", "check", "kl_estimator", "scheduler", "seed", "importance_weight", "show_previous",
+                "previous_budget", "certificate", "agents")
+AGENT_KEYS = ("name", "path", "trainable")
+CERTIFICATE_KEYS = ("delta", "every")
+
+
+def check_sat_seq_section(sat_seq_cfg) -> None:
+    """Unknown keys in ``sat_seq`` (or an agent, or the certificate) are a ConfigError naming the key."""
+    for key in sat_seq_cfg:
+        if key not in SAT_SEQ_KEYS:
+            raise ConfigError(f"unknown config key 'sat_seq.{key}' (known: {', '.join(SAT_SEQ_KEYS)})")
+    for k, agent in enumerate(sat_seq_cfg.agents):
+        for key in agent:
+            if key not in AGENT_KEYS:
+                raise ConfigError(f"unknown config key 'sat_seq.agents.{k}.{key}' (known: {', '.join(AGENT_KEYS)})")
+    for key in sat_seq_cfg.get("certificate", {}) or {}:
+        if key not in CERTIFICATE_KEYS:
+            raise ConfigError(f"unknown config key 'sat_seq.certificate.{key}' (known: {', '.join(CERTIFICATE_KEYS)})")
+
+
 def agent_names(sat_seq_cfg) -> list[str]:
+    check_sat_seq_section(sat_seq_cfg)
     names = [str(a["name"]) for a in sat_seq_cfg.agents]
     if not names:
         raise ConfigError("sat_seq.agents is empty: at least one agent is needed")

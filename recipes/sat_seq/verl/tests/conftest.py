@@ -1,10 +1,9 @@
-"""The recipe's CPU tests run in .venv-verl (make test-verl); without verl they are skipped."""
+"""The recipe's CPU tests run in .venv-verl (make test-verl); without verl each module skips itself
+(``pytest.importorskip("verl")`` at its top)."""
 import os
 import sys
 
 import pytest
-
-pytest.importorskip("verl", reason="verl is installed in .venv-verl (make setup-verl)")
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 if ROOT not in sys.path:  # the recipe imports as recipes.sat_seq.verl from this repository

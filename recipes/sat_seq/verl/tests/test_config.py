@@ -1,5 +1,9 @@
 """The recipe's config loads in verl's Hydra config, verl's own checks accept it, and placed as the README
 says (``verl/recipes/sat_seq``) verl's external_lib import registers the estimator and the losses."""
+import pytest
+
+pytest.importorskip("verl", reason="verl is installed in .venv-verl (make setup-verl)")
+
 import os
 import subprocess
 import sys
@@ -72,3 +76,18 @@ def test_train_dapo_knobs_compose(tmp_path):
     assert cfg.data.train_batch_size == 16 and cfg.trainer.total_training_steps == 5
     assert [(a.name, a.path) for a in cfg.sat_seq.agents] == [("agent_1", "/models/a one"), ("agent_2", "org/model-b")]
     assert cfg.actor_rollout_ref.model.external_lib == "recipes.sat_seq.verl"
+
+
+def test_unknown_sat_seq_key_is_a_one_line_error(recipe_config):
+    import pytest as _pytest
+
+    from recipes.sat_seq.verl.stage_coordinator import agent_names
+    from satseq.errors import ConfigError
+
+    for dotted, value in (("sat_seq.epsilom", 0.1), ("sat_seq.agents.0.lr", 1.0), ("sat_seq.certificate.prompts", 8)):
+        cfg = recipe_config.copy()
+        OmegaConf.set_struct(cfg, False)
+        OmegaConf.update(cfg, dotted, value, force_add=True)
+        with _pytest.raises(ConfigError, match=f"unknown config key '{dotted}'"):
+            agent_names(cfg.sat_seq)
+    assert agent_names(recipe_config.sat_seq) == ["agent_1", "agent_2", "agent_3"]

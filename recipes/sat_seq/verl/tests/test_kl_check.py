@@ -1,6 +1,9 @@
 """The remote line search (snapshot / propose / measure / set_step_scale / restore, as the worker groups
 run it) gives satseq's QuantileKLController's result, parameters and optimizer state."""
 import pytest
+
+pytest.importorskip("verl", reason="verl is installed in .venv-verl (make setup-verl)")
+
 import torch
 
 from recipes.sat_seq.verl.kl.quantile_kl_ctrl import StepSnapshot, line_search, per_state_kl

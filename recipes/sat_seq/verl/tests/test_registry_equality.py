@@ -1,7 +1,10 @@
 """The registered sat_seq estimator and losses, called through verl's registries on verl's data, equal
 satseq's formulas (and the K = 1 advantage equals verl's own GRPO)."""
-import numpy as np
 import pytest
+
+pytest.importorskip("verl", reason="verl is installed in .venv-verl (make setup-verl)")
+
+import numpy as np
 import torch
 
 import recipes.sat_seq.verl  # noqa: F401  (registers)

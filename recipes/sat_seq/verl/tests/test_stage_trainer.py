@@ -1,8 +1,11 @@
 """SatSeqRayTrainer's stage on stub worker groups (verl's own ``_compute_old_log_prob`` / ``_update_actor``
 run on CPU; each agent's worker group is a stub with one parameter theta): the order, the frozen agent,
 backtracking, the truncated IS between agents and which rows each worker group gets."""
-import numpy as np
 import pytest
+
+pytest.importorskip("verl", reason="verl is installed in .venv-verl (make setup-verl)")
+
+import numpy as np
 import torch
 from omegaconf import OmegaConf
 
@@ -200,3 +203,66 @@ def test_advantages_reach_each_agent_from_the_registry(recipe_config):
                                              episode_index=data.non_tensor_batch["sat_seq_episode"], turn_index=turn,
                                              A_clip=tr.config.sat_seq.A_clip)
     assert torch.equal(data.batch["advantages"], adv) and adv.abs().sum() > 0
+
+
+class StubRolloutManager:
+    """One agent's agent-loop manager: answers every prompt with \\boxed{<agent token>} and scores the
+    turn 1 when it is agent 2's; records the chats it was given."""
+
+    def __init__(self, token: int):
+        self.token, self.prompts, self.slept = token, [], 0
+
+    def generate_sequences(self, gen: DataProto) -> DataProto:
+        chats = gen.non_tensor_batch["raw_prompt"]
+        self.prompts.append([c[-1]["content"] for c in chats])
+        n = len(gen)
+        prompts = torch.ones(n, P, dtype=torch.long)
+        responses = torch.full((n, R), self.token, dtype=torch.long)
+        scores = torch.zeros(n, R)
+        scores[:, -1] = float(self.token == 20)
+        attention = torch.ones(n, P + R, dtype=torch.long)
+        return DataProto.from_single_dict({"prompts": prompts, "responses": responses,
+                                           "input_ids": torch.cat([prompts, responses], 1), "attention_mask": attention,
+                                           "position_ids": attention.cumsum(-1) - 1, "rm_scores": scores},
+                                          meta_info={"timing": {}})
+
+
+class StubCheckpointManager:
+    def __init__(self, rollout):
+        self.rollout = rollout
+
+    def sleep_replicas(self):
+        self.rollout.slept += 1
+
+
+class StubTokenizer:
+    def batch_decode(self, ids, skip_special_tokens=True):
+        return [f"so the answer is \\boxed{{{int(row[0])}}}" for row in ids]
+
+
+def test_relay_rollout_shows_earlier_answers_and_tags_rows(recipe_config):
+    tr = _trainer(recipe_config, steps=(0.01, 0.01, 0.01), target_kl=10.0)
+    tr.tokenizer = StubTokenizer()
+    for k, name in enumerate(tr.agents):
+        rollout = StubRolloutManager(10 * (k + 1))
+        tr.per_agent[name].update(async_rollout_manager=rollout, checkpoint_manager=StubCheckpointManager(rollout))
+    batch = DataProto.from_single_dict({
+        "raw_prompt": np.array([[{"role": "user", "content": f"Problem {i}"}] for i in range(2)], dtype=object),
+        "dummy": torch.zeros(2, 1)})
+    data = tr.relay_rollout(batch)
+    n = tr.config.actor_rollout_ref.rollout.n
+    assert len(data) == 2 * n * 3
+    seen = [tr.per_agent[a]["async_rollout_manager"].prompts[0] for a in tr.agents]
+    assert seen[0][0] == "Problem 0" and len(seen[0]) == 2 * n
+    assert seen[1][0].startswith("Problem 0") and "Agent 1: 10" in seen[1][0] and "Agent 2" not in seen[1][0]
+    assert "Agent 1: 10" in seen[2][n] and "Agent 2: 20" in seen[2][n] and seen[2][n].startswith("Problem 1")
+    agent, ep, uid = (data.non_tensor_batch[k] for k in ("sat_seq_agent", "sat_seq_episode", "uid"))
+    for e in set(ep.tolist()):  # each episode: one row per agent, one prompt uid
+        rows = np.nonzero(ep == e)[0]
+        assert sorted(agent[rows].tolist()) == tr.agents and len(set(uid[rows].tolist())) == 1
+    assert len(set(ep.tolist())) == 2 * n and len(set(uid.tolist())) == 2
+    torch.testing.assert_close(data.batch["token_level_rewards"].sum(-1),
+                               torch.tensor([float(a == "agent_2") for a in agent]))
+    assert all(tr.per_agent[a]["async_rollout_manager"].slept == 1 for a in tr.agents)
+    metrics = tr.driver.run_stage(0, data)  # the stage takes the relay's rows as they come
+    assert metrics["sat_seq/order"] == "agent_1,agent_2,agent_3"
