@@ -159,6 +159,8 @@ def test_summarize_hand_computed():
     assert s["maj@2"]["mean"] == pytest.approx(won / 2)
     with pytest.raises(ValueError, match="seeded stream"):
         summarize(per_problem, [2])  # an even k without the evaluation's seed
+    with pytest.raises(ValueError, match="problem_id"):  # one stream for all problems would bias the ties again
+        summarize([{k: v for k, v in p.items() if k != "problem_id"} for p in per_problem], [2], seed=3)
 
 
 def test_summarize_without_answers_and_single_problem():
