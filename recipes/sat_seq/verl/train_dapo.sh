@@ -35,6 +35,7 @@ cd "$root"
 exec python -m "$pkg.main_sat_seq" \
   "actor_rollout_ref.model.path=$model" \
   "actor_rollout_ref.model.external_lib=$pkg" \
+  "reward.custom_reward_function.path=$here/real_controller.py" \
   "data.train_files=${TRAIN_FILE:-$HOME/data/dapo/train.parquet}" \
   "data.val_files=${VAL_FILE:-$HOME/data/dapo/test.parquet}" \
   "data.train_batch_size=${TRAIN_BATCH_SIZE:-8}" \

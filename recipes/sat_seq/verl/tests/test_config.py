@@ -91,3 +91,15 @@ def test_unknown_sat_seq_key_is_a_one_line_error(recipe_config):
         with _pytest.raises(ConfigError, match=f"unknown config key '{dotted}'"):
             agent_names(cfg.sat_seq)
     assert agent_names(recipe_config.sat_seq) == ["agent_1", "agent_2", "agent_3"]
+
+
+def test_the_turn_reward_is_verls_custom_reward_function(recipe_config):
+    """reward.custom_reward_function (set by train_dapo.sh to real_controller.py) loads through verl's
+    get_custom_reward_fn and scores a turn with satseq's answer check."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    cfg = recipe_config.copy()
+    cfg.reward.custom_reward_function.path = os.path.join(RECIPE, "real_controller.py")
+    fn = get_custom_reward_fn(cfg)
+    assert fn(data_source="dapo", solution_str="so the answer is \\boxed{12}", ground_truth="12") == 1.0
+    assert fn(data_source="dapo", solution_str="so the answer is \\boxed{13}", ground_truth="12") == 0.0
