@@ -99,6 +99,10 @@ class SatSeqStageDriver:
 
     def __init__(self, config, ops: AgentOps):
         s = config.sat_seq
+        rc = config.algorithm.get("rollout_correction") or {}
+        if rc.get("rollout_is") or rc.get("rollout_rs") or rc.get("bypass_mode"):
+            raise ConfigError("config key 'algorithm.rollout_correction': sat_seq writes rollout_is_weights itself "
+                              "(the truncated IS between agents); verl's rollout correction is not combined with it")
         self.config, self.ops = config, ops
         self.agents = agent_names(s)
         self.trainable = {str(a["name"]) for a in s.agents if a.get("trainable", True)}

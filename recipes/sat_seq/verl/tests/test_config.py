@@ -103,3 +103,18 @@ def test_the_turn_reward_is_verls_custom_reward_function(recipe_config):
     fn = get_custom_reward_fn(cfg)
     assert fn(data_source="dapo", solution_str="so the answer is \\boxed{12}", ground_truth="12") == 1.0
     assert fn(data_source="dapo", solution_str="so the answer is \\boxed{13}", ground_truth="12") == 0.0
+
+
+def test_verls_rollout_correction_is_refused(recipe_config):
+    from recipes.sat_seq.verl.stage_coordinator import SatSeqStageDriver
+    from satseq.errors import ConfigError
+
+    cfg = recipe_config.copy()
+    cfg.algorithm.rollout_correction.rollout_is = "token"
+    try:
+        SatSeqStageDriver(cfg, ops=None)
+    except ConfigError as e:
+        assert "algorithm.rollout_correction" in str(e)
+    else:
+        raise AssertionError("rollout_correction with sat_seq was accepted")
+    SatSeqStageDriver(recipe_config, ops=None)
