@@ -14,8 +14,8 @@ replicas, trained independently) generalised to K agents:
   the truncated IS between agents, the quantile-KL line search; each agent's rows go to its own worker
   group only (this class is the driver's :class:`~.stage_coordinator.AgentOps`, through verl's
   ``_compute_old_log_prob`` / ``_update_actor`` with the agent's worker group in place).
-- the certificate (:mod:`.monitor.certificate`): a PAC lower bound on the team's vote accuracy from the
-  relay episodes of the validation set, before the first stage, every ``sat_seq.certificate.every``
+- the certificate (:mod:`.monitor.certificate`): PAC lower bounds on the team's vote accuracy and episode
+  reward from the relay episodes of the validation set, before the first stage, every ``sat_seq.certificate.every``
   stages and after the last.
 
 What runs where: the driver, the registry functions and the stage logic run (and are tested) on CPU;
@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 
 import numpy as np
 import torch
@@ -38,7 +38,7 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.ppo.reward import extract_reward
 
-from .monitor.certificate import certificate_metrics, certify, per_prompt_means
+from .monitor.certificate import certificate_metrics, certify, relay_scores
 from .stage_coordinator import AGENT_KEY, EPISODE_KEY, SatSeqStageDriver, agent_names
 
 _PER_AGENT = ("actor_rollout_wg", "ref_policy_wg", "async_rollout_manager", "checkpoint_manager",
@@ -174,17 +174,20 @@ class SatSeqRayTrainer(RayPPOTrainer):
 
     # ------------------------------------------------------------------ the certificate (GPU)
     def certify_relay(self, stage: int) -> dict:
-        """PAC bound on the team's vote accuracy: per prompt, the majority answer of the K agents scored
-        by the last agent's reward > 0 as correct (the relay's final answer), on the validation set."""
-        scores = []
-        uids = []
+        """satseq's PAC bounds on the team's vote accuracy and episode reward, from the relay episodes of
+        the validation set (:func:`~.monitor.certificate.relay_scores`)."""
+        cols: dict = defaultdict(list)
         for batch_dict in self.val_dataloader:
             data = self.relay_rollout(DataProto.from_single_dict(batch_dict), sleep=False)
-            last = np.asarray(data.non_tensor_batch[AGENT_KEY], dtype=object) == self.agents[-1]
-            r = data.batch["token_level_scores"].sum(-1)[torch.as_tensor(np.nonzero(last)[0])]
-            scores += [float(x > 0) for x in r.tolist()]
-            uids += list(data.non_tensor_batch["uid"][last])
-        return certify({"vote": per_prompt_means(uids, scores)}, float(self.config.sat_seq.certificate.delta))
+            texts = self.tokenizer.batch_decode(data.batch["responses"], skip_special_tokens=True)
+            cols["answers"] += [extract_answer(t) for t in texts]
+            cols["agent"] += data.non_tensor_batch[AGENT_KEY].tolist()
+            cols["episode"] += data.non_tensor_batch[EPISODE_KEY].tolist()
+            cols["uid"] += data.non_tensor_batch["uid"].tolist()
+            cols["ground_truth"] += [rm.get("ground_truth") for rm in data.non_tensor_batch["reward_model"]]
+            cols["turn_reward"] += data.batch["token_level_scores"].sum(-1).tolist()
+        scores = relay_scores(agents=self.agents, **cols)
+        return certify(scores, float(self.config.sat_seq.certificate.delta))
 
     # ------------------------------------------------------------------ the loop (GPU)
     def fit(self):

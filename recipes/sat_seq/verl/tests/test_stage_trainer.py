@@ -266,3 +266,26 @@ def test_relay_rollout_shows_earlier_answers_and_tags_rows(recipe_config):
     assert all(tr.per_agent[a]["async_rollout_manager"].slept == 1 for a in tr.agents)
     metrics = tr.driver.run_stage(0, data)  # the stage takes the relay's rows as they come
     assert metrics["sat_seq/order"] == "agent_1,agent_2,agent_3"
+
+
+def test_certificate_from_relay_episodes(recipe_config):
+    """certify_relay: the team's majority answer per episode graded against reward_model.ground_truth,
+    per-prompt means, satseq's PAC bounds."""
+    from satseq.methods.sat_seq.monitor.certificate import bound
+
+    tr = _trainer(recipe_config, steps=(0.01, 0.01, 0.01), target_kl=10.0)
+    tr.tokenizer = StubTokenizer()
+    for name, token in zip(tr.agents, (7, 20, 7)):  # agents 1 and 3 answer 7, agent 2 answers 20 (reward 1)
+        rollout = StubRolloutManager(token)
+        tr.per_agent[name].update(async_rollout_manager=rollout, checkpoint_manager=StubCheckpointManager(rollout))
+    tr.val_dataloader = [{
+        "raw_prompt": np.array([[{"role": "user", "content": f"Problem {i}"}] for i in range(2)], dtype=object),
+        "reward_model": np.array([{"ground_truth": "7"}, {"ground_truth": "8"}], dtype=object),
+        "dummy": torch.zeros(2, 1)}]
+    out = tr.certify_relay(0)
+    delta = tr.config.sat_seq.certificate.delta
+    assert out["vote"]["mean"] == 0.5 and out["vote"]["n"] == 2
+    assert out["vote"]["lower"] == bound([1.0, 0.0], delta).lower
+    assert out["reward"]["mean"] == pytest.approx(1 / 3)
+    assert out["reward"]["upper_half"] == bound([1 / 3, 1 / 3], delta / 2).upper
+    assert all(tr.per_agent[a]["async_rollout_manager"].slept == 0 for a in tr.agents)  # kept awake
