@@ -27,11 +27,12 @@ TINY = {"grpo__group_size": 2, "rollout__max_new_tokens": 12, "threads": 1, "tra
 
 def _seed_warm_start(output_dir: Path) -> Path:
     """A random tiny model where ``model.path=embedded`` looks for PAG's warm start under ``output_dir``."""
+    import satseq
     from satseq.models.tiny import build_tiny_model, save_model_dir
     from satseq.models.warm_start import method_warm_start_dir
-    from satseq.registry import get_method
+    from satseq.registry import env_of
 
-    d = method_warm_start_dir(output_dir, get_method("pag").warm_start_stem)
+    d = method_warm_start_dir(output_dir, env_of(satseq.load(method="pag")).warm_start_stem)
     model, tok = build_tiny_model(seed=0)
     save_model_dir(model, tok, d)
     (d / "warm_start.json").write_text("{}")
@@ -77,8 +78,8 @@ def test_trainer_object_trains_through_satseq_train_with_the_seed_arguments(tmp_
     assert before.keys() == after.keys()
     assert any(not (before[k] == after[k]).all() for k in before), "training changed no weight"
 
-    trainer.train(n_epochs=1, batch_size=4)  # a second call continues the run: ⌈6 / 4⌉ = 2 more stages
-    assert [r["step"] for r in trainer.history] == [0, 1, 2, 3, 4]
+    trainer.train(n_epochs=1, batch_size=6)  # a second call continues the run: ⌈6 / 6⌉ = 1 more stage
+    assert [r["step"] for r in trainer.history] == [0, 1, 2, 3]
 
     paths = trainer.plot_metrics(tmp_path / "plots")
     assert [p.name.split("_")[1] for p in paths[:6]] == list("123456") and paths[6].name == "dashboard.png"
@@ -130,18 +131,28 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
         AStarPO_PAG_Trainer_WithMetrics(**kw).train(n_epochs=0)
 
 
-def test_load_in_8bit_needs_model_quantization(tmp_path):
+def test_load_in_8bit_is_model_quantization_int8(tmp_path):
+    """The seed's troubleshooting: ``load_in_8bit=True``, or a model loaded in 8-bit, trains the frozen
+    8-bit base with LoRA (``model.quantization=int8``); satseq loads it again from its source."""
     from satseq import AStarPO_PAG_Trainer_WithMetrics
-    from satseq.config.schema import ModelConfig
     from satseq.errors import ConfigError
+    from satseq.models.tiny import build_tiny_model, save_model_dir
 
-    if "quantization" in ModelConfig.model_fields:
-        t = AStarPO_PAG_Trainer_WithMetrics(load_in_8bit=True, output_dir=tmp_path, **TINY, **QUIET)
-        assert t.config.model.quantization == "int8"
-    else:
-        with pytest.raises(ConfigError, match=r"^load_in_8bit: 8-bit base models need the config key "
-                                              r"model\.quantization=int8"):
-            AStarPO_PAG_Trainer_WithMetrics(load_in_8bit=True, output_dir=tmp_path, **TINY, **QUIET)
+    kw = dict(output_dir=tmp_path, model__lora__enabled=True, **TINY, **QUIET)
+    t = AStarPO_PAG_Trainer_WithMetrics(load_in_8bit=True, **kw)
+    assert (t.config.model.quantization, t.config.model.path) == ("int8", "embedded")
+    with pytest.raises(ConfigError, match="model.quantization"):  # satseq's own check: no 8-bit full fine-tuning
+        AStarPO_PAG_Trainer_WithMetrics(load_in_8bit=True, output_dir=tmp_path, **TINY, **QUIET)
+
+    model, tok = build_tiny_model(seed=3)
+    model.is_loaded_in_8bit = True  # as transformers marks a model loaded with BitsAndBytesConfig(load_in_8bit=True)
+    with pytest.raises(ConfigError, match="^model: a quantized model is loaded again from its source"):
+        AStarPO_PAG_Trainer_WithMetrics(model=model, tokenizer=tok, **kw)
+    src = save_model_dir(model, tok, tmp_path / "src")
+    model.config._name_or_path = str(src)
+    t = AStarPO_PAG_Trainer_WithMetrics(model=model, tokenizer=tok, **kw)
+    assert (t.config.model.quantization, t.config.model.path) == ("int8", str(src))
+    assert not (t.run_dir / "start_model").exists()
 
 
 def test_the_notebook_runs_top_to_bottom_and_writes_the_six_plots(tmp_path):

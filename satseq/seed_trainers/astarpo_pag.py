@@ -27,7 +27,8 @@ seed                          config
 ``beta1``                     ``apo.beta1``: V*(x) = β1 · ln E_{y~π_ref}[exp(r(x, y) / β1)]
 ``beta2``                     ``apo.beta2``: the regression (β2 · ln π/π_ref − (r − V*))²
 ``n_samples_v_star``          ``apo.n_samples``: reference samples per prompt for V*
-``load_in_8bit``              ``model.quantization=int8`` (where satseq has the key)
+``load_in_8bit``              ``model.quantization=int8`` (also for a model loaded in 8-bit: satseq loads it
+                              again from its ``name_or_path``); LoRA on the frozen 8-bit base
 ``train(n_epochs, bs)``       ``trainer.train_batch_size = bs``, ``trainer.num_stages = ⌈n_epochs · N / bs⌉``
                               (N training problems: each problem is seen n_epochs times, as the seed's loop
                               over batches does; a second ``train`` call continues the run)
@@ -187,10 +188,10 @@ class AStarPO_PAG_Trainer_WithMetrics:  # noqa: N801 - the seed's name
         cfg = self.config
         if cfg.model.path != "embedded":
             return cfg.model.path
-        from satseq.models.task_owner import warm_start_for
-        from satseq.registry import get_method
+        from satseq.envs.tasks import warm_start_for
+        from satseq.registry import env_of
 
-        return str(warm_start_for(cfg.data.embedded_task, get_method(cfg.method), cfg.output_dir,
+        return str(warm_start_for(cfg.data.embedded_task, env_of(cfg), cfg.output_dir,
                                   show_progress=cfg.trainer.progress, console=self.console))
 
     def evaluate(self, dataset: str = "embedded", **kwargs) -> dict:
@@ -262,11 +263,11 @@ def embedded_problems(n_train: int, n_eval: int) -> tuple[list[dict], list[dict]
     the ones ``data.train=embedded`` / ``data.eval=embedded`` draw (disjoint): the only problems the
     embedded demo model reads (3-digit sums, ``347+589``)."""
     from satseq.api import load
-    from satseq.registry import get_method
+    from satseq.registry import env_of
     from satseq.runtime import load_datasets
 
     cfg = load(method="pag", data__train_size=n_train, data__eval_size=n_eval)
-    train, held_out = load_datasets(cfg, get_method("pag"))
+    train, held_out = load_datasets(cfg, env_of(cfg))
     return ([{"problem": p.problem, "answer": p.answer} for p in train],
             [{"problem": p.problem, "answer": p.answer} for p in held_out])
 
@@ -289,15 +290,6 @@ def _quantized_kind(model) -> Optional[str]:
     return None
 
 
-def _quantization_keys(kind: str) -> dict:
-    from satseq.config.schema import ModelConfig
-
-    if "quantization" not in ModelConfig.model_fields:
-        raise ConfigError(f"load_in_8bit: 8-bit base models need the config key model.quantization={kind}, "
-                          "which this satseq does not have yet; load the model in float32 or bfloat16")
-    return {"model.quantization": kind}
-
-
 def _model_keys(model, tokenizer, load_in_8bit: bool, run_dir: Path) -> dict:
     """``model.*`` keys for the seed's ``model`` / ``tokenizer`` / ``load_in_8bit``."""
     keys: dict[str, Any] = {}
@@ -307,7 +299,11 @@ def _model_keys(model, tokenizer, load_in_8bit: bool, run_dir: Path) -> dict:
     elif hasattr(model, "save_pretrained") and hasattr(model, "config"):
         kind = kind or _quantized_kind(model)
         if kind:  # a quantized model is loaded again from its source, quantized by satseq
-            keys["model.path"] = str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", ""))
+            source = getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", "")
+            if not source:
+                raise ConfigError("model: a quantized model is loaded again from its source, and this one names "
+                                  "none (name_or_path); pass its name or path, with load_in_8bit=True")
+            keys["model.path"] = str(source)
         else:
             if tokenizer is None:
                 raise ConfigError("tokenizer: a loaded model needs its tokenizer (pass tokenizer=, a loaded tokenizer "
@@ -322,7 +318,7 @@ def _model_keys(model, tokenizer, load_in_8bit: bool, run_dir: Path) -> dict:
         raise ConfigError(f"model: expected a model name or path, 'embedded', or a loaded Hugging Face model, "
                           f"got {type(model).__name__}")
     if kind:
-        keys.update(_quantization_keys(kind))
+        keys["model.quantization"] = kind  # bitsandbytes via BitsAndBytesConfig, LoRA on the frozen base
     if tokenizer is not None:
         if _is_path(tokenizer):
             keys["model.tokenizer"] = str(tokenizer)
