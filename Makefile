@@ -104,7 +104,7 @@ test-fast: setup
 
 test-vllm: setup-vllm
 	# bytecode of what the tests import is written once (the install compiled nothing: --no-compile above)
-	SATSEQ_REQUIRE_VLLM=1 PYTHONDONTWRITEBYTECODE= $(VLLM_VENV)/bin/python -m pytest -q -m vllm
+	SATSEQ_REQUIRE_VLLM=1 PYTHONDONTWRITEBYTECODE= $(VLLM_VENV)/bin/python -m pytest -q -m "vllm and not slow"
 
 # the tests that compare two floating-point paths (marker `numerics`), again on a second kernel path:
 # AVX2 kernels where torch picks AVX-512 by default, else the portable ones (docs/testing.md)
@@ -119,6 +119,8 @@ test-kernel-path: setup setup-vllm
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
+	# the slow vLLM tests (the real SmolLM2 on vLLM's engine) in .venv-vllm, where it is installed (make setup-vllm)
+	if [ -f $(VLLM_VENV)/.installed ]; then SATSEQ_REQUIRE_VLLM=1 PYTHONDONTWRITEBYTECODE= $(VLLM_VENV)/bin/python -m pytest -q -m "vllm and slow"; fi
 
 # the documentation site from docs/ (mkdocs.yml) into site/; strict: a broken link or a page left out of nav fails
 docs: setup $(VENV)/.docs-installed
