@@ -78,7 +78,9 @@ def test_trainer_object_trains_through_satseq_train_with_the_seed_arguments(tmp_
     assert before.keys() == after.keys()
     assert any(not (before[k] == after[k]).all() for k in before), "training changed no weight"
 
-    trainer.train(n_epochs=1, batch_size=6)  # a second call continues the run: ⌈6 / 6⌉ = 1 more stage
+    again = AStarPO_PAG_Trainer_WithMetrics(train_problems=train, beta1=0.7, beta2=0.004, n_samples_v_star=3,
+                                            output_dir=tmp_path, run_name="astarpo_pag", **TINY, **QUIET)
+    again.train(n_epochs=1, batch_size=6)  # the run continues: ⌈6 / 6⌉ = 1 more stage
     assert [r["step"] for r in trainer.history] == [0, 1, 2, 3]
 
     paths = trainer.plot_metrics(tmp_path / "plots")

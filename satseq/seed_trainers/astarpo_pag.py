@@ -74,7 +74,8 @@ class AStarPO_PAG_Trainer_WithMetrics:  # noqa: N801 - the seed's name
     :class:`~satseq.errors.ConfigError` before anything runs.
 
     ``run_name`` None: ``astarpo_pag`` (``astarpo_pag_2``, ... when taken), a fresh run per object; a
-    ``run_name`` given resumes that run as ``satseq train`` does."""
+    ``run_name`` given continues that run (its next :meth:`train` adds stages, resumed as ``satseq
+    train`` resumes)."""
 
     def __init__(self, model: Any = "embedded", ref_model: Any = None, tokenizer: Any = None,
                  train_problems: Union[None, PathLike, Sequence[Mapping[str, Any]]] = "embedded",
@@ -97,7 +98,8 @@ class AStarPO_PAG_Trainer_WithMetrics:  # noqa: N801 - the seed's name
         self.tokenizer = tokenizer  # after train(): the trained policy's tokenizer
         self.result = None          # the last train()'s satseq.TrainResult
         self.trained_model = None   # the policy after the last train()
-        self._stages_done = 0
+        steps = [r["step"] for r in self.history if isinstance(r.get("step"), int)]
+        self._stages_done = max(steps) + 1 if steps else 0  # run_name= of a run that has trained: it continues
 
     # ------------------------------------------------------------------ config
     @staticmethod
