@@ -118,3 +118,15 @@ def test_verls_rollout_correction_is_refused(recipe_config):
     else:
         raise AssertionError("rollout_correction with sat_seq was accepted")
     SatSeqStageDriver(recipe_config, ops=None)
+
+
+def test_the_pins_agree_with_the_installed_verl():
+    """REQUIRED_VERL.txt's VERL_VERSION = requirements-cpu.txt's pin = the verl make setup-verl installed."""
+    import verl
+
+    with open(os.path.join(RECIPE, "REQUIRED_VERL.txt")) as f:
+        keys = dict(line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#"))
+    with open(os.path.join(RECIPE, "requirements-cpu.txt")) as f:
+        pins = [line.strip() for line in f if line.startswith("verl==")]
+    assert pins == [f"verl=={keys['VERL_VERSION']}"] and keys["PIP_INSTALL"] == f"pip install {pins[0]}"
+    assert verl.__version__ == keys["VERL_VERSION"]
