@@ -8,8 +8,6 @@ Needs GPUs (verl has no CPU platform).
 """
 from __future__ import annotations
 
-import os
-
 import hydra
 import ray
 from omegaconf import OmegaConf
@@ -77,7 +75,6 @@ class SatSeqTaskRunner(BaseTaskRunner):
 def main(config):
     if config.trainer.use_v1:
         raise ConfigError("trainer.use_v1: the SAT-Seq trainer is a RayPPOTrainer (set trainer.use_v1=false)")
-    os.environ.setdefault("VERL_USE_EXTERNAL_MODULES", str(config.actor_rollout_ref.model.external_lib))
     run_ppo(config, task_runner_class=SatSeqTaskRunner)
 
 

@@ -12,6 +12,7 @@
 #   TRAIN_FILE, VAL_FILE verl's parquet datasets (prompt = chat messages, reward_model.ground_truth)
 #                                                                            (default ~/data/dapo/{train,test}.parquet)
 #   N_GPUS               GPUs on the node, split evenly between the agents   (default 8)
+#   PYTHON               the interpreter with verl and satseq                (default python)
 # Extra arguments are Hydra overrides of config/sat_seq.yaml (verl's ppo_trainer underneath).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,7 +33,7 @@ for k in $(seq 1 "$K"); do
   agents+="${agents:+,}{name:agent_${k},path:'${!v:-$model}',trainable:true}"
 done
 cd "$root"
-exec python -m "$pkg.main_sat_seq" \
+exec "${PYTHON:-python}" -m "$pkg.main_sat_seq" \
   "actor_rollout_ref.model.path=$model" \
   "actor_rollout_ref.model.external_lib=$pkg" \
   "reward.custom_reward_function.path=$here/real_controller.py" \
