@@ -78,8 +78,8 @@ class ModelConfig(Section):
 class DataConfig(Section):
     """``data``: training and held-out sets (embedded task, a file path or a benchmark name) and the prompt template."""
 
-    train: str = Field("embedded", description="training set: embedded synthetic task, a file path, or a dataset name")
-    eval: str = Field("embedded", description="evaluation set: embedded synthetic task, a file path, or a dataset name")
+    train: str = Field("embedded", description="training set: embedded synthetic task, a file path, a dataset name, or a reasoning-gym generator reasoning_gym:<name>[?key=value&...] graded by its own scorer (satseq/data/reasoning_gym.py; docs/reasoning_gym.md)")
+    eval: str = Field("embedded", description="evaluation set: embedded synthetic task, a file path, a dataset name, or a reasoning-gym generator reasoning_gym:<name>[?key=value&...] (its held-out seed stream)")
     train_size: int = Field(4096, ge=1, description="number of training problems used (or generated)")
     eval_size: int = Field(200, ge=1, description="number of evaluation problems used (or generated)")
     data_dir: Optional[str] = Field(None, description="local directory searched for named datasets (None = default cache)")
@@ -98,6 +98,19 @@ class DataConfig(Section):
         if name not in known:
             raise ValueError(f"expected one of {', '.join(known)}, got {name!r}")
         return name
+
+    @field_validator("train", "eval")
+    @classmethod
+    def _check_reasoning_gym(cls, source: str) -> str:
+        from satseq.data.reasoning_gym import is_spec, parse_spec
+        from satseq.errors import ConfigError
+
+        if is_spec(source):  # reasoning_gym:<name>?...: the generator and its settings, checked up front
+            try:
+                parse_spec(source, key="")
+            except ConfigError as e:
+                raise ValueError(str(e)) from None
+        return source
 
     @field_validator("prompt_template")
     @classmethod

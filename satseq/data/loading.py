@@ -14,7 +14,10 @@
   (and ``meta["resolved_as"]`` says so), since MATH-500 is the usual stand-in for MATH test.
 - a **path** to ``.jsonl``, ``.json`` (a list of objects, ``{"data": [...]}``, or JSON lines) or
   ``.parquet`` (needs ``pyarrow``);
-- a **hub id** ``owner/name`` (not an existing path), loaded with ``datasets.load_dataset(id, split=split)``.
+- a **hub id** ``owner/name`` (not an existing path), loaded with ``datasets.load_dataset(id, split=split)``;
+- a **reasoning-gym generator** ``reasoning_gym:<name>[?key=value&...]`` (:mod:`satseq.data.reasoning_gym`):
+  ``limit`` problems generated from its seed (``split="train"``: the training stream, else the held-out one),
+  each graded by the generator's own scorer.
 
 Record formats (one row -> one :class:`Problem`):
 
@@ -48,6 +51,7 @@ from satseq.rewards.extract import extract_boxed, parse_gsm8k_answer
 from satseq.utils.strict_io import JSONRefused, array_item_lines, read_text, short
 from satseq.utils.strict_io import loads as strict_loads
 from satseq.records import Problem
+from satseq.data.reasoning_gym import is_spec as is_reasoning_gym, load_gym_problems
 
 __all__ = ["BENCHMARKS", "HUB_SOURCES", "load_problems", "resolve_data_dir"]
 
@@ -92,6 +96,8 @@ def load_problems(
     """
     if limit is not None and limit < 0:
         raise ConfigError(f"limit must be >= 0, got {limit}")
+    if is_reasoning_gym(source):  # generated: the limit is how many
+        return load_gym_problems(str(source), split=split, limit=limit)
     problems = _load(source, split=split, data_dir=data_dir)
     return problems if limit is None else problems[:limit]
 
@@ -389,4 +395,9 @@ def row_to_problem(row: dict, index: int, loc: str, *, strict: bool = True) -> P
         raise DataError(f"{loc}: field {id_key!r} must be a non-empty string or an integer, got {short(problem_id)}")
     used = {key, "answer", id_key}
     meta = {k: v for k, v in row.items() if k not in used}
+    if "scorer" in meta:  # a row may name the scorer that grades it (satseq.rewards.scorers)
+        from satseq.rewards.scorers import scorer_names
+
+        if meta["scorer"] not in scorer_names():
+            raise DataError(f"{loc}: unknown scorer {short(meta['scorer'])}: known scorers are {', '.join(scorer_names())}")
     return Problem(problem_id=problem_id, problem=text, answer=answer, meta=meta, source=loc)

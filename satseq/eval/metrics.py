@@ -10,6 +10,9 @@
   first-sample rule makes a vote of 2 the first sample) one of the tied answers drawn by the
   evaluation's seeded stream for that problem (:func:`~satseq.rewards.voting.tie_generator`: the
   eval seed, the problem id and k), so the figure is reproducible and leans on no sample position.
+  A problem graded by a named scorer (``Problem.meta["scorer"]``, :mod:`satseq.rewards.scorers`:
+  reasoning-gym's) groups answers with that scorer's ``same``, and the vote's verdict is the verdict its
+  scorer gave the winning sample (``by_sample``): the reference answer is not what such a scorer compares with.
 - standard error of an overall figure: ``SE = s / sqrt(P)``, with ``s`` the sample standard
   deviation (ddof = 1) of the per-problem values over the ``P`` problems.
 """
@@ -21,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from satseq.rewards.grade import is_equivalent
+from satseq.rewards.scorers import DEFAULT_SCORER, get_scorer
 from satseq.rewards.voting import Equivalent, majority_vote, tie_generator  # noqa: F401  (re-exported)
 
 __all__ = [
@@ -84,11 +88,13 @@ def maj_at_k(
     k: int | None = None,
     equivalent: Equivalent = is_equivalent,
     tie_seed: tuple[int, Any] | None = None,
+    by_sample: Sequence[bool | float] | None = None,
 ) -> float:
     """1.0 if the majority answer of the first ``k`` samples is equivalent to ``gold``, else 0.0.
 
     Ties as in :func:`vote_of` (odd k: the first answer; even k: the seeded stream of ``tie_seed =
-    (seed, problem_id)``); a problem whose k answers are all None scores 0.
+    (seed, problem_id)``); a problem whose k answers are all None scores 0. ``by_sample`` (each sample's
+    correctness, for a named scorer): the winner's verdict is that of the first sample with its answer.
     """
     if k is None:
         k = len(answers)
@@ -97,6 +103,8 @@ def maj_at_k(
     winner = vote_of(answers, k, equivalent, tie_seed)
     if winner is None:
         return 0.0
+    if by_sample is not None:
+        return 1.0 if float(by_sample[list(answers).index(winner)]) > 0.5 else 0.0
     return 1.0 if equivalent(winner, gold) else 0.0
 
 
@@ -107,12 +115,18 @@ def problem_metrics(
     gold: str | None = None,
     equivalent: Equivalent = is_equivalent,
     tie_seed: tuple[int, Any] | None = None,
+    scorer: str | None = None,
 ) -> dict[str, float]:
     """``{"pass@k", "avg@k"[, "maj@k"]}`` for one problem, for each k in ``ks``.
 
     ``maj@k`` is computed only when ``answers`` and ``gold`` are given; an even k needs ``tie_seed =
-    (seed, problem_id)`` for its ties (:func:`maj_at_k`).
+    (seed, problem_id)`` for its ties (:func:`maj_at_k`). ``scorer``: the problem's named scorer (None or
+    ``math``: ``equivalent`` against ``gold``), whose ``same`` groups the vote and whose verdicts on
+    the samples (``correct``) judge the winner.
     """
+    by_sample = None
+    if scorer is not None and scorer != DEFAULT_SCORER:
+        equivalent, by_sample = get_scorer(scorer).same, correct
     n = len(correct)
     c = int(sum(1 for x in correct if float(x) > 0.5))
     out: dict[str, float] = {}
@@ -122,7 +136,7 @@ def problem_metrics(
         if answers is not None and gold is not None:
             if len(answers) != n:
                 raise ValueError(f"problem_metrics: {len(answers)} answers for {n} samples")
-            out[f"maj@{k}"] = maj_at_k(answers, gold, k, equivalent, tie_seed)
+            out[f"maj@{k}"] = maj_at_k(answers, gold, k, equivalent, tie_seed, by_sample)
     return out
 
 
@@ -143,7 +157,8 @@ def summarize(
     """Overall metrics over problems, with standard errors and counts.
 
     Each entry of ``per_problem`` has ``correct`` (list of per-sample 0/1) and, optionally,
-    ``answers`` (list of extracted answers, None allowed) and ``gold`` for maj@k, and ``problem_id``
+    ``answers`` (list of extracted answers, None allowed) and ``gold`` for maj@k, ``scorer`` (a named
+    scorer, :func:`problem_metrics`), and ``problem_id``
     (with ``seed``, the evaluation's seed: the stream that breaks an even k's ties). Returns::
 
         {"n_problems": P, "n_samples": S, "samples_per_problem": n or None (if unequal),
@@ -169,6 +184,7 @@ def summarize(
             p.get("gold") if with_maj else None,
             equivalent,
             (seed, p.get("problem_id")) if seed is not None else None,
+            p.get("scorer"),
         )
         for key, v in m.items():
             values.setdefault(key, []).append(v)

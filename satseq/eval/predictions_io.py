@@ -89,6 +89,7 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
     """One prediction line per problem; ``seed`` (the evaluation's) seeds the stream that breaks the ties
     of a vote over an even number of samples (:func:`~satseq.eval.metrics.vote_of`)."""
     from satseq.rewards.grade import is_equivalent
+    from satseq.rewards.scorers import DEFAULT_SCORER, get_scorer, scorer_name
 
     owner = target.env  # the environment it ran in: its answers and fields
     out = []
@@ -97,12 +98,14 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
         assert all(ep.group == g for ep in eps)
         gold = str(p.answer)
         tie_seed = (int(seed), p.problem_id)
+        scorer = scorer_name(p)  # a named scorer (reasoning-gym's): its vote groups and judges (metrics.py)
+        same = is_equivalent if scorer == DEFAULT_SCORER else get_scorer(scorer).same
         rec: dict = {"problem_id": p.problem_id, "problem": p.problem, "prompt": eps[0].turns[0].prompt_text,
                      "answer": gold}
         custom = owner.prediction_answers(eps) if owner is not None else None
         if custom is not None:  # the workflow's method says what its final answer is
             answers, correct = custom
-            rec["predicted_answer"] = vote_of(answers, len(answers), is_equivalent, tie_seed)
+            rec["predicted_answer"] = vote_of(answers, len(answers), same, tie_seed)
             rec["individual_answers"] = answers
         elif target.kind == "run":
             answers = [ep.prediction for ep in eps]
@@ -112,14 +115,19 @@ def records(target: Target, problems: list[Problem], episodes, n: int, ks: Seque
         else:
             answers = [ep.turns[0].answer for ep in eps]
             correct = [bool(ep.turns[0].correct) for ep in eps]
-            rec["predicted_answer"] = vote_of(answers, len(answers), is_equivalent, tie_seed)
+            rec["predicted_answer"] = vote_of(answers, len(answers), same, tie_seed)
             rec["individual_answers"] = answers
-        m = problem_metrics(correct, ks, answers, gold, tie_seed=tie_seed)
+        m = problem_metrics(correct, ks, answers, gold, tie_seed=tie_seed,
+                            scorer=None if scorer == DEFAULT_SCORER else scorer)
         rec["pass_at_k"] = _k_dict(m, "pass", ks)
         rec["avg_at_k"] = _k_dict(m, "avg", ks)
         rec["maj_at_k"] = _k_dict(m, "maj", ks)
         rec["answers"] = answers
         rec["correct"] = correct
+        if scorer != DEFAULT_SCORER:
+            rec["scorer"] = scorer
+            if custom is None and target.kind != "run":  # one model's samples: each one's score in [0, 1]
+                rec["scores"] = [ep.turns[0].info.get("score") for ep in eps]
         fields = owner.prediction_fields(eps) if owner is not None else None
         if fields is not None:
             rec.update(fields)

@@ -43,6 +43,9 @@ def compute_metrics(rows: list[dict], ks: Sequence[int], seed: int) -> dict:
     ks = [k for k in sorted(set(ks)) if k <= n_min]
 
     def block(per_problem):
+        for p, r in zip(per_problem, uniq):  # a problem graded by a named scorer votes by its verdicts
+            if r.get("scorer"):
+                p["scorer"] = r["scorer"]
         s = summarize(per_problem, ks, seed=seed)
         acc = [sum(p["correct"]) / len(p["correct"]) for p in per_problem]
         mean = sum(acc) / len(acc)
