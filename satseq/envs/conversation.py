@@ -275,7 +275,8 @@ class Conversation:
         """New messages for the next prompt (user, tool, system; an assistant message given as text is
         rendered from its text: it has no sampled ids)."""
         if self._prompted:  # a prompt given but not sampled: take it back, the new messages join it
-            self.ids, self.spans, self._covered, self.messages, given, self.whole, self.mismatches = self._before
+            (self.ids, self.spans, self._covered, self.messages, given, self.whole, self.mismatches, self._start,
+             self._prompt_text) = self._before
             self._pending = given + self._pending
         self._pending.extend(as_message(m) for m in messages)
         self._prompted = False
@@ -297,7 +298,7 @@ class Conversation:
             raise ValueError("a conversation needs a message before its first prompt")
         target = fmt.render(messages, add_generation_prompt=True)
         self._before = (self.ids, list(self.spans), self._covered, self.messages, self._pending, self.whole,
-                        list(self.mismatches))
+                        list(self.mismatches), self._start, self._prompt_text)
         if self.ids and not self.whole:
             if not target.startswith(self._covered):
                 _warn_once("prefix", "a conversation's rendering stopped being a prefix of the next one (the "
