@@ -147,8 +147,9 @@ def test_env_contract(method, env, tiny_dir, tmp_path):
     assert info["env"] == env and info["method"] == method
     e = get_env(env)
     roles = e.role_names(r.config)
-    if roles is not None:  # one policy in every role: each turn of every episode is the policy's
-        assert set(info["agents"]) == {"policy"}
+    if roles is not None:  # one policy in every role: each turn of every episode is the policy's; a
+        # multi-agent method in a game (env.name=textarena): one agent per role, named after it
+        assert set(info["agents"]) == (set(roles) if method in ("sat_seq", "simultaneous") else {"policy"})
     assert any(k.endswith("/loss") for k in r.final), sorted(r.final)
     if env == "toy_two_turn":  # its own reward and metrics reached the run's rows
         assert all(row["toy/bonus"] == 0.5 and row["toy/turns"] == 2.0 for row in r.metrics)

@@ -26,17 +26,20 @@ from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.loop import fit_minibatches, make_optimizer, mean, policy_temperature
 from satseq.update.engine_correction import EngineCorrection, corrected_advantages
 from satseq.update.step_kl import step_kl_stats
+from satseq.update.turn_credit import turn_advantages
 
 _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
 
 
 class SimultaneousUpdater:
     def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu", *,
-                 trainable: list[str] | None = None):
+                 trainable: list[str] | None = None, credit: str = "turn"):
         """``trainable``: the pool agents to update (default: the ``sat_seq.agents`` marked trainable;
-        ``method=shared_policy`` passes its one agent, which plays every role)."""
+        ``method=shared_policy`` passes its one agent, which plays every role). ``credit``: the turn
+        advantages by turn position (``turn``: the relay) or per role (``role``: a game;
+        :mod:`satseq.update.turn_credit`)."""
         s = cfg.sat_seq
-        self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
+        self.cfg, self.pool, self.gen, self.device, self.credit = cfg, pool, generator, device, credit
         self.trainable = trainable if trainable is not None else [a.name for a in s.agents if a.trainable]
         self.optimizers = {n: make_optimizer(pool, n, s.lr, cfg) for n in self.trainable}
         self.loss_fn = get_loss(s.policy_loss)
@@ -50,15 +53,14 @@ class SimultaneousUpdater:
 
     def update(self, stage: int, episodes: list[Episode]) -> dict:
         s = self.cfg.sat_seq
-        rewards = torch.tensor([[t.reward for t in ep.turns] for ep in episodes], dtype=torch.float32)
-        groups = torch.tensor([ep.group for ep in episodes])
-        adv = self.adv_fn(rewards, groups, gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam,
-                          A_clip=s.A_clip)
-        batches = {n: turns_of(episodes, n, adv.normalized) for n in self.trainable}
+        normalized = turn_advantages(self.adv_fn, episodes, credit=self.credit, gamma=self.cfg.algorithm.gamma,
+                                     lam=self.cfg.algorithm.lam, A_clip=s.A_clip)
+        batches = {n: turns_of(episodes, n, normalized) for n in self.trainable}
+        live = [n for n in self.trainable if len(batches[n])]  # a game's role may not have played this stage
         old = {n: batch_logprobs(self.pool.module(n), batches[n], self.pad_id, temperature=self.temperature,
-                                 device=self.device)[0] for n in self.trainable}
-        metrics: dict = {}
-        for name in self.trainable:
+                                 device=self.device)[0] for n in live}
+        metrics: dict = {f"{n}/turns": 0 for n in self.trainable if n not in live}
+        for name in live:
             model, batch, clipfracs, is_stats = self.pool.module(name), batches[name], [], []
 
             def step_loss(idx, mb, lp, m, _logdist):  # called within this iteration: name, lists are this agent's

@@ -45,6 +45,13 @@ class GRPO(Method):
         if cfg.grpo.overlong_buffer > cfg.rollout.max_new_tokens:
             raise ConfigError(f"config key 'grpo.overlong_buffer': {cfg.grpo.overlong_buffer} exceeds "
                               f"rollout.max_new_tokens ({cfg.rollout.max_new_tokens})")
+        env = self.environment(cfg)
+        roles = env.role_names(cfg) or []
+        if getattr(env, "credit", "turn") == "role" and len(roles) > 1:  # satseq.update.turn_credit.env_credit
+            raise ConfigError(f"config key 'env.name': method=grpo credits an episode by its last turn's reward, and "
+                              f"env {env.name}'s roles ({', '.join(roles)}) are credited apart: play one role "
+                              f"(e.g. env.textarena.opponent=random) or train them with shared_policy, sat_seq or "
+                              f"simultaneous")
 
     def assign_rewards(self, cfg, episodes, ctx) -> dict:
         metrics = super().assign_rewards(cfg, episodes, ctx) or {}

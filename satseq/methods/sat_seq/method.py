@@ -1,6 +1,11 @@
 """``method=sat_seq``: K agents in the ``relay`` environment (each turn rewarded by its own correctness
 plus the team's vote on the last turn: the environment's reward), updated one agent at a time by the
-stage coordinator (block-coordinate, truncated IS, quantile-KL check with backtracking, certificate)."""
+stage coordinator (block-coordinate, truncated IS, quantile-KL check with backtracking, certificate).
+
+It also trains any environment that declares its roles when ``sat_seq.agents`` seats one agent on each,
+in order (a TextArena game's players, ``env.name=textarena``); the environment's ``credit`` says how
+turns are credited there (``role``: each role's advantages over its own turns,
+:mod:`satseq.update.turn_credit`). The certificate bounds the relay's vote: only in the relay."""
 from __future__ import annotations
 
 import satseq.methods.sat_seq.adv.seqaware  # noqa: F401  (registers advantage estimator seqaware)
@@ -16,7 +21,7 @@ class SatSeq(Method):
     title = "SAT-Seq"
     update_sections = ("sat_seq", "algorithm.kl_ctrl")
     env = "relay"
-    envs = ("relay",)  # its agents are the relay's seats (sat_seq.agents)
+    envs = ("relay",)  # its agents are the relay's seats (sat_seq.agents); and any env with roles: trains()
     owns_env = True
     is_default = True  # `method` defaults to sat_seq (the seed's config/sat_seq.yaml)
     config_section = ("sat_seq", SatSeqConfig, "SAT-Seq method")
@@ -32,6 +37,32 @@ class SatSeq(Method):
         from satseq.algos import check_name
 
         check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
+        env = self.environment(cfg)
+        if env.name not in self.envs:
+            from satseq.update.turn_credit import check_one_each
+
+            check_one_each(env, cfg, [a.name for a in cfg.sat_seq.agents], self.name)
+            if cfg.sat_seq.certificate.prompts > 0:
+                from satseq.errors import ConfigError
+
+                raise ConfigError(f"config key 'sat_seq.certificate.prompts': the certificate bounds the relay's "
+                                  f"vote accuracy; env {env.name} has none (set 0)")
+
+    def trains(self, env) -> bool:
+        """The relay, and every environment whose roles are players credited per role (a game:
+        :func:`satseq.update.turn_credit.trains_roles`), its agents seated one each (:meth:`check`)."""
+        from satseq.update.turn_credit import trains_roles
+
+        return env.name in self.envs or trains_roles(env)
+
+    def defaults(self, cfg) -> dict:
+        """Outside the relay, ``sat_seq.agents`` left unset is one agent per role, named after it."""
+        env = self.environment(cfg)
+        if env.name in self.envs or not self.trains(env):
+            return super().defaults(cfg)
+        from satseq.update.turn_credit import role_agents
+
+        return {**super().defaults(cfg), "sat_seq.agents": role_agents(env, cfg)}
 
     def agents(self, cfg) -> AgentSpec:
         agents = cfg.sat_seq.agents
@@ -57,8 +88,11 @@ class SatSeq(Method):
             ctx = RewardContext(custom=custom)
             certificate = CertificateBatch(cfg, rt, relay, lambda eps: env.assign_rewards(cfg, eps, ctx),
                                            env.reward_bound(cfg, len(rt.pool.names), custom))
+        from satseq.update.turn_credit import env_credit
+
         return StageCoordinator(cfg, rt.pool, generator, rt.device, certificate=certificate,
-                                agent_steps=getattr(rt, "agent_steps", None))
+                                agent_steps=getattr(rt, "agent_steps", None),
+                                credit=env_credit(self.environment(cfg)))
 
     def build_agent_updater(self, cfg, rt, generator):
         from satseq.methods.sat_seq.stage_coordinator import StageCoordinator

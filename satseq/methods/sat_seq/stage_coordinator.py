@@ -40,6 +40,7 @@ from satseq.update.batch import batch_logprobs, turns_of
 from satseq.update.clipped_pg import behaviour_gap
 from satseq.update.engine_correction import EngineCorrection, corrected_advantages
 from satseq.update.step_kl import step_kl_stats
+from satseq.update.turn_credit import turn_advantages
 from satseq.update.loop import fit_minibatches, has_dropout, make_optimizer, mean, policy_temperature
 
 _RATIO = {"seq_mean": "sequence", "token": "token", "product": "product"}
@@ -49,13 +50,15 @@ class StageCoordinator:
     """Owns the per-agent optimizers and β's; ``update(stage, episodes)`` runs one stage's updates."""
 
     def __init__(self, cfg, pool, generator: torch.Generator, device: str = "cpu", certificate=None,
-                 agent_steps=None, simultaneous: bool = False):
+                 agent_steps=None, simultaneous: bool = False, credit: str = "turn"):
         """``certificate``: a :class:`~satseq.methods.sat_seq.monitor.certificate_batch.CertificateBatch`
         (None = no certificate). ``simultaneous``: every agent's step from the batch policy with c = 1,
         in the listed order (no scheduler), the check and shrink unchanged: the simultaneous update
-        with SAT-Seq's trust region (``method=simultaneous simultaneous.trust_region=true``)."""
+        with SAT-Seq's trust region (``method=simultaneous simultaneous.trust_region=true``). ``credit``:
+        the turn advantages by turn position (``turn``: the relay) or per role (``role``: a game;
+        :mod:`satseq.update.turn_credit`)."""
         self.cfg, self.pool, self.gen, self.device = cfg, pool, generator, device
-        self.simultaneous = simultaneous
+        self.simultaneous, self.credit = simultaneous, credit
         self.certificate = certificate
         self.cert_start: dict | None = None  # the warm start's bounds (for the certified improvement)
         self.cert_start_known = True
@@ -86,11 +89,17 @@ class StageCoordinator:
     # ------------------------------------------------------------------ the stage
     def update(self, stage: int, episodes: list[Episode]) -> dict:
         s, E = self.cfg.sat_seq, len(episodes)
-        rewards = torch.tensor([[t.reward for t in ep.turns] for ep in episodes], dtype=torch.float32)
-        groups = torch.tensor([ep.group for ep in episodes])
-        adv = seqaware_advantages(rewards, groups, gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam,
-                                  A_clip=s.A_clip)
-        mean_abs = {n: float(adv.normalized[:, k].abs().mean()) for k, n in enumerate(self.agents)}
+        if self.credit == "turn":  # the relay: turn k is agent k's
+            rewards = torch.tensor([[t.reward for t in ep.turns] for ep in episodes], dtype=torch.float32)
+            groups = torch.tensor([ep.group for ep in episodes])
+            normalized = seqaware_advantages(rewards, groups, gamma=self.cfg.algorithm.gamma,
+                                             lam=self.cfg.algorithm.lam, A_clip=s.A_clip).normalized
+            mean_abs = {n: float(normalized[:, k].abs().mean()) for k, n in enumerate(self.agents)}
+        else:  # each role over its own turns (satseq.update.turn_credit)
+            normalized = turn_advantages(seqaware_advantages, episodes, credit=self.credit,
+                                         gamma=self.cfg.algorithm.gamma, lam=self.cfg.algorithm.lam, A_clip=s.A_clip)
+            mean_abs = {n: float(a.abs().mean()) if len(a) else 0.0
+                        for n in self.agents for a in [turns_of(episodes, n, normalized).advantages]}
         order = self.agents if self.simultaneous else self.scheduler.order(stage, mean_abs)
         order = [n for n in order if n in self.trainable]
 
@@ -104,7 +113,10 @@ class StageCoordinator:
         for name in order:
             c = truncated_is_weight(updated_log_ratios, num_episodes=E) \
                 if updated_log_ratios and s.importance_weight and not self.simultaneous else torch.ones(E)
-            batch = turns_of(episodes, name, adv.normalized)
+            batch = turns_of(episodes, name, normalized)
+            if not len(batch):  # a game's role that did not play this stage (the other ended it first)
+                metrics[f"{name}/turns"] = 0
+                continue
             t0 = time.perf_counter()
             res, seq_lr, m = self._agent_step(name, batch, c[batch.episode])
             metrics[f"time/kl_check_{name}"] = m.pop("time_kl_check")  # part of time/update_<agent>

@@ -15,7 +15,9 @@ one optimizer step per mini-batch of them::
 
 The policy starts from ``sat_seq.agents[0].path`` (``model.path`` when unset); the relay's roles must
 agree on their start and on being trained (one set of parameters cannot be frozen for one role only).
-In another environment the policy starts from ``model.path`` and plays the environment's roles.
+In another environment the policy starts from ``model.path`` and plays the environment's roles, its
+turns credited as the environment says (a game's ``credit="role"``: each role's advantages over its own
+turns, :mod:`satseq.update.turn_credit`).
 """
 from __future__ import annotations
 
@@ -79,8 +81,11 @@ class SharedPolicy(Method):
     def build_updater(self, cfg, rt, generator, prepared):
         from satseq.update.simultaneous import SimultaneousUpdater
 
+        from satseq.update.turn_credit import env_credit
+
         trainable = [SHARED_AGENT] if not self._relay(cfg) or cfg.sat_seq.agents[0].trainable else []
-        return SimultaneousUpdater(cfg, rt.pool, generator, rt.device, trainable=trainable)
+        return SimultaneousUpdater(cfg, rt.pool, generator, rt.device, trainable=trainable,
+                                   credit=env_credit(self.environment(cfg)))
 
     def dashboard(self, axes, rows, agents, run_dir) -> None:
         from satseq.plotting.relay_panels import sat_seq_panels

@@ -10,7 +10,10 @@ proposal until it holds (:mod:`satseq.methods.sat_seq.kl.quantile_kl_ctrl`), whi
 still updated from the same batch with c = 1, in the listed order. With separate parameters and
 c = 1 no agent's step depends on another's, so the order changes nothing but which random
 mini-batch permutation each agent draws: this is SAT-Seq's stage coordinator with the IS factor
-off (``StageCoordinator(..., simultaneous=True)``). It answers "the order or the trust region?"."""
+off (``StageCoordinator(..., simultaneous=True)``). It answers "the order or the trust region?".
+
+Like SAT-Seq it also trains any environment that declares its roles when ``sat_seq.agents`` seats one
+agent on each (a TextArena game), crediting turns as the environment says (:mod:`satseq.update.turn_credit`)."""
 from __future__ import annotations
 
 from satseq.methods.base import AgentSpec, Method
@@ -25,7 +28,7 @@ class Simultaneous(Method):
     # SAT-Seq's loss, lr, epochs and clip; the KL check's settings with simultaneous.trust_region
     update_sections = ("sat_seq", "simultaneous", "algorithm.kl_ctrl")
     env = "relay"
-    envs = ("relay",)  # its agents are the relay's seats (sat_seq.agents)
+    envs = ("relay",)  # its agents are the relay's seats (sat_seq.agents); and any env with roles: trains()
     config_section = ("simultaneous", SimultaneousConfig, "the simultaneous update (baseline)")
     exclusive_keys = {"simultaneous.trust_region": False}
     metric_prefixes = ("certificate",)
@@ -34,6 +37,27 @@ class Simultaneous(Method):
         from satseq.algos import check_name
 
         check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
+        env = self.environment(cfg)
+        if env.name not in self.envs:
+            from satseq.update.turn_credit import check_one_each
+
+            check_one_each(env, cfg, [a.name for a in cfg.sat_seq.agents], self.name)
+
+    def trains(self, env) -> bool:
+        """The relay, and every environment whose roles are players credited per role (a game:
+        :func:`satseq.update.turn_credit.trains_roles`), its agents seated one each (:meth:`check`)."""
+        from satseq.update.turn_credit import trains_roles
+
+        return env.name in self.envs or trains_roles(env)
+
+    def defaults(self, cfg) -> dict:
+        """Outside the relay, ``sat_seq.agents`` left unset is one agent per role, named after it."""
+        env = self.environment(cfg)
+        if env.name in self.envs or not self.trains(env):
+            return super().defaults(cfg)
+        from satseq.update.turn_credit import role_agents
+
+        return {**super().defaults(cfg), "sat_seq.agents": role_agents(env, cfg)}
 
     def agents(self, cfg) -> AgentSpec:
         agents = cfg.sat_seq.agents
@@ -44,13 +68,16 @@ class Simultaneous(Method):
         return cfg.sat_seq.group_size
 
     def build_updater(self, cfg, rt, generator, prepared):
+        from satseq.update.turn_credit import env_credit
+
+        credit = env_credit(self.environment(cfg))
         if cfg.simultaneous.trust_region:
             from satseq.methods.sat_seq.stage_coordinator import StageCoordinator  # SAT-Seq's, IS factor off
 
-            return StageCoordinator(cfg, rt.pool, generator, rt.device, simultaneous=True)
+            return StageCoordinator(cfg, rt.pool, generator, rt.device, simultaneous=True, credit=credit)
         from satseq.update.simultaneous import SimultaneousUpdater
 
-        return SimultaneousUpdater(cfg, rt.pool, generator, rt.device)
+        return SimultaneousUpdater(cfg, rt.pool, generator, rt.device, credit=credit)
 
     def dashboard(self, axes, rows, agents, run_dir) -> None:
         from satseq.plotting.relay_panels import sat_seq_panels

@@ -1,0 +1,78 @@
+"""Win rate of a TextArena run (``env.name=textarena``) against its fixed opponent, on held-out seeds.
+
+``satseq eval`` replays the run in its environment with the run's config (its game, opponent and seat) on
+``N`` held-out seeds (the environment's eval split, seeds from 1,000,000 on: never trained on), one game
+each, and this script reads each game's outcome from ``predictions.jsonl``::
+
+    win rate  p = wins / N,   s.e. = sqrt(p (1 - p) / N)      (and the same for draws, losses, unfinished)
+
+Per role when the run seats LLMs in both seats (``opponent=none``): each role's rates against the other.
+
+    python bench/methods/textarena_winrate.py RUN_DIR [RUN_DIR ...] --n 200 [--stage S] [--out table.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+OUTCOMES = ("win", "draw", "loss", "unfinished")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("runs", nargs="+", help="run directories of env.name=textarena runs")
+    ap.add_argument("--n", type=int, default=100, help="held-out seeds (games) per run")
+    ap.add_argument("--stage", type=int, default=None, help="the run's stage to evaluate (default: its last)")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="tokens per move (default: the run's)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all)")
+    ap.add_argument("--out", type=Path, default=None, help="write the table as JSON here")
+    return ap.parse_args(argv)
+
+
+def rates(outcomes: list[str]) -> dict:
+    """Each outcome's rate and its binomial s.e. over the games."""
+    n = len(outcomes)
+    out = {"games": n}
+    for o in OUTCOMES:
+        p = sum(x == o for x in outcomes) / max(1, n)
+        out[o], out[f"{o}_se"] = p, math.sqrt(p * (1 - p) / max(1, n))
+    return out
+
+
+def winrate(run_dir: Path, n: int, stage, max_new_tokens, threads) -> dict:
+    import satseq
+
+    with tempfile.TemporaryDirectory() as tmp:
+        satseq.evaluate(run_dir, dataset="embedded", limit=n, stage=stage, max_new_tokens=max_new_tokens,
+                        threads=threads, output_dir=tmp)
+        rows = [json.loads(x) for x in (Path(tmp) / "predictions.jsonl").read_text().splitlines()]
+    per_role: dict[str, list[str]] = {}
+    for row in rows:
+        for outcome in row.get("outcome") or []:
+            for role, o in (outcome or {}).items():
+                per_role.setdefault(role, []).append(o)
+    if not per_role:
+        raise SystemExit(f"{run_dir}: no game outcomes in its predictions (not an env.name=textarena run?)")
+    return {role: rates(outs) for role, outs in sorted(per_role.items())}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    table = {}
+    for run in args.runs:
+        table[run] = winrate(Path(run), args.n, args.stage, args.max_new_tokens, args.threads)
+        for role, r in table[run].items():
+            print(f"{run}  {role:>9}  win {r['win']:.3f} ± {r['win_se']:.3f}  draw {r['draw']:.3f}  "
+                  f"loss {r['loss']:.3f}  unfinished {r['unfinished']:.3f}  ({r['games']} games)")
+    if args.out is not None:
+        args.out.write_text(json.dumps(table, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

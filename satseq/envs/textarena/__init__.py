@@ -1,0 +1,1 @@
+"""The ``textarena`` environment (:mod:`satseq.envs.textarena.env`)."""
