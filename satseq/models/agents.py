@@ -45,6 +45,9 @@ class AgentPool:
     # ----------------------------------------------------------------- construction
     @classmethod
     def full(cls, names: list[str], models: list[torch.nn.Module], tokenizer, device="cpu") -> "AgentPool":
+        from satseq.models.quantize import refuse_full
+
+        refuse_full(models)  # a bitsandbytes model (model.quantization) trains LoRA adapters only
         return cls(names, tokenizer, mode="full", models=dict(zip(names, models)), device=device)
 
     @classmethod
@@ -53,6 +56,9 @@ class AgentPool:
              device="cpu") -> "AgentPool":
         from peft import LoraConfig, get_peft_model
 
+        from satseq.models.quantize import prepare_for_lora
+
+        prepare_for_lora(base)  # a bitsandbytes base (model.quantization): frozen, QLoRA-style; else nothing
         cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
                          task_type="CAUSAL_LM")
         peft_model = get_peft_model(base, cfg, adapter_name=names[0])

@@ -348,23 +348,33 @@ def _set_pad(model, tok) -> None:
 
 
 def load_causal_lm(path_or_id: str | os.PathLike, *, gguf_file: str | None = None,
-                   dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu"):
+                   dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu",
+                   quantization: str = "none"):
     """Load ``(model, tokenizer)`` from a local HF directory, a ``.gguf`` file, a hub id or ``"smollm2"``.
 
     GGUF weights are dequantized to ``dtype`` and copied into a plain model (saveable with
-    ``save_pretrained``). The model is returned in eval mode on ``device``.
+    ``save_pretrained``). The model is returned in eval mode on ``device``. ``quantization``
+    (``model.quantization``): ``int8`` / ``nf4`` load the linear layers through bitsandbytes'
+    ``BitsAndBytesConfig`` (a GGUF source: its dequantized plain model, quantized in memory;
+    :mod:`satseq.models.quantize`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from satseq.models import quantize
 
     torch_dtype = _torch_dtype(dtype)
     kind, loc, gname = _classify(path_or_id, gguf_file)
     shown = str(path_or_id)
     kw = {} if torch_dtype == "auto" else {"dtype": torch_dtype}
+    quantized = quantization != "none"
+    # a directory, a hub model or a converted GGUF in the cache is quantized as it loads; a GGUF file parsed
+    # now, from its dequantized plain copy (below)
+    qkw = quantize.from_pretrained_kwargs(quantization, torch_dtype, device) if quantized else {}
     if kind == "gguf":
         # float32 (the default) goes through the converted-model cache (satseq.models.gguf)
         cache = gguf_cache_dir(loc / gname) if torch_dtype == torch.float32 else None
-        if cache is not None and (cache / "config.json").is_file():
-            model = AutoModelForCausalLM.from_pretrained(str(cache), **kw)
+        if cache is not None and (cache / "config.json").is_file():  # quantized as it loads, when asked
+            model = AutoModelForCausalLM.from_pretrained(str(cache), **kw, **qkw)
             tok = _finish_tokenizer(_tokenizer_from_json(cache), shown)
         else:
             model = _load_gguf_model(loc, gname, torch_dtype)
@@ -373,7 +383,7 @@ def load_causal_lm(path_or_id: str | os.PathLike, *, gguf_file: str | None = Non
                 store_in_cache(cache, model, tok)
     elif kind == "dir":
         try:
-            model = AutoModelForCausalLM.from_pretrained(str(loc), **kw)
+            model = AutoModelForCausalLM.from_pretrained(str(loc), **kw, **qkw)
         except (OSError, ValueError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise SatseqError(f"cannot load model from '{shown}': {first}") from None
@@ -388,13 +398,18 @@ def load_causal_lm(path_or_id: str | os.PathLike, *, gguf_file: str | None = Non
                 model = _plain_copy(qmodel, qmodel.dtype if torch_dtype == "auto" else torch_dtype)
                 del qmodel
             else:
-                model = AutoModelForCausalLM.from_pretrained(loc, **kw)
+                model = AutoModelForCausalLM.from_pretrained(loc, **kw, **qkw)
             tok = _finish_tokenizer(_hub_tokenizer(loc, gname), shown)
         except SatseqError:
             raise
         except Exception as e:
             raise _map_hub_error(e, loc) from None
+    if quantized and not quantize.is_quantized(model):  # a GGUF source's plain model
+        model = quantize.quantize_plain(model, quantization, device)
+    if quantized:
+        quantize.portable_kernels(model)
     _set_pad(model, tok)
-    model.to(device)
+    if not quantized:  # a quantized model was placed on the device as it was quantized
+        model.to(device)
     model.eval()
     return model, tok

@@ -11,6 +11,8 @@ threads, before the first stage:
   float32 and, where the trainer is float32, bfloat16 (``dtype=auto`` only); for satseq's fused decode on
   a CPU, each decode GEMM kernel this torch build has in that precision (``decode_gemm=auto`` only:
   MKL's packed GEMM, oneDNN's packed linear, ``F.linear``; :mod:`satseq.rollout.fused_decode`);
+- a quantized base (``model.quantization``): ``hf`` in ``model.dtype`` only (its own bitsandbytes forward;
+  nothing to measure);
 - on a CPU, a bf16 matmul of the model's MLP shape is timed against fp32 first; where it takes over
   ``SCREEN`` times as long, bf16 is not tried (its speed is recorded as 0): decoding SmolLM2 in bf16 at
   one thread on an AVX2 CPU would spend minutes to find what the matmul shows in milliseconds;
@@ -188,16 +190,20 @@ def choose(cfg, model, tokenizer, device: str, run_dir: Optional[Path] = None,
     model_dtype = cfg.model.dtype
     gemm_auto = r.decode_gemm == "auto" and r.engine in ("auto", "hf") and str(device).startswith("cpu") \
         and r.fused and hasattr(model, "config") and supports(model)
-    vllm_ok = importlib.util.find_spec("vllm") is not None and cfg.trainer.max_staleness == 0  # async: hf only
+    # a quantized base (model.quantization) decodes through its own forward in model.dtype, on satseq's engine
+    dense = getattr(cfg.model, "quantization", "none") == "none"
+    vllm_ok = importlib.util.find_spec("vllm") is not None and cfg.trainer.max_staleness == 0 and dense  # async: hf only
     engines = [r.engine] if r.engine != "auto" else ["hf"] + (["vllm"] if vllm_ok else [])
     if r.dtype != "auto":
         dtypes = [r.dtype]
     else:
-        dtypes = [model_dtype] + (["bfloat16"] if model_dtype == "float32" else [])
+        dtypes = [model_dtype] + (["bfloat16"] if model_dtype == "float32" and dense else [])
     candidates = [(e, d, g) for e in engines for d in dtypes
                   for g in (_gemms(cfg, e, d, device) if gemm_auto and e == "hf" else [r.decode_gemm])]
     if r.engine != "auto" and r.dtype != "auto" and len(candidates) == 1:  # nothing to choose
         return RolloutChoice(r.engine, r.dtype, "fixed", gemm=r.decode_gemm)
+    if not dense:  # one candidate: satseq's engine in model.dtype through the quantized forward
+        return RolloutChoice("hf", model_dtype, "fixed", gemm=r.decode_gemm)
     if cfg.resume and run_dir is not None:
         rec = recorded(run_dir)
         if rec is not None:
