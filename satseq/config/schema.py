@@ -68,7 +68,7 @@ class ModelConfig(Section):
     tokenizer: Optional[str] = Field(None, description="tokenizer dir or hub id (None = the model's own)")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="parameter dtype")
     quantization: Literal["none", "int8", "nf4"] = Field(
-        "none", description="load the frozen base quantized by bitsandbytes (BitsAndBytesConfig): int8 = LLM.int8 (load_in_8bit), nf4 = 4-bit NormalFloat (load_in_4bit, QLoRA); only the LoRA adapters train, in model.dtype. Needs LoRA (model.lora.enabled), a trainer.strategy other than fsdp2 and satseq's engine (rollout.engine=hf or auto); int8 rollouts are weighted by rollout.is_correction=auto (satseq/models/quantize.py; memory and time: docs/results.md)")
+        "none", description="load the frozen base quantized by bitsandbytes (BitsAndBytesConfig): int8 = LLM.int8 (load_in_8bit), nf4 = 4-bit NormalFloat (load_in_4bit, QLoRA); only the LoRA adapters train, in model.dtype. Needs LoRA (model.lora.enabled), a trainer.strategy other than fsdp2 and satseq's engine (rollout.engine=hf or auto); int8 rollouts are weighted by rollout.is_correction=auto (satseq/models/quantize.py; memory and time: docs/results_speed.md)")
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapter settings")
     chat_template: Literal["auto", "never", "always"] = Field(
         "auto", description="wrap prompts in the tokenizer's chat template (auto: if it has one)")
