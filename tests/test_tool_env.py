@@ -145,9 +145,13 @@ def test_bad_tool_settings_are_one_line_errors(tmp_path):
 
 
 def test_grpo_in_the_tool_environment_resumes_bit_for_bit_after_sigkill(tiny_dir, tmp_path):
+    """GRPO with the Python tool on a reasoning-gym task (its own scorer as the reward), killed in the middle
+    of stage 1 and resumed: the same rows as a run straight through (SmolLM2: tests/test_smollm2_slow.py)."""
     from contract_cli import metric_rows, train_kill_resume
 
+    task = "reasoning_gym:chain_sum?min_terms=2&max_terms=3&held_out=0"
     args = ["train", f"model.path={tiny_dir}", "method=grpo", "env.name=tool_use", "trainer.train_batch_size=2",
+            f"data.train={task}", f"data.eval={task}",
             "grpo.group_size=2", "rollout.max_new_tokens=8", "data.train_size=8", "data.eval_size=4", "threads=1",
             "trainer.tensorboard=false", "trainer.progress=false", "trainer.num_stages=2", "ppo.lr=1e-3",
             f"output_dir={tmp_path}"]

@@ -1,0 +1,1 @@
+"""The ``code_answer`` environment (:mod:`satseq.envs.code_answer.env`)."""
