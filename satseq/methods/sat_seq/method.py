@@ -99,6 +99,14 @@ class SatSeq(Method):
 
         return StageCoordinator(cfg, rt.pool, generator, rt.device, certificate=None)
 
+    def simultaneous_updater(self, cfg, rt, generator, *, credit):
+        """SAT-Seq's stage coordinator with every agent stepped from the same batch, c = 1 (no IS factor, no
+        order): ``method=simultaneous simultaneous.trust_region=true`` asks for it by name (the registry),
+        so that no method imports another."""
+        from satseq.methods.sat_seq.stage_coordinator import StageCoordinator
+
+        return StageCoordinator(cfg, rt.pool, generator, rt.device, simultaneous=True, credit=credit)
+
     def dashboard(self, axes, rows, agents, run_dir) -> None:
         from satseq.plotting.relay_panels import sat_seq_panels
 

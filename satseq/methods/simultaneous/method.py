@@ -71,10 +71,10 @@ class Simultaneous(Method):
         from satseq.update.turn_credit import env_credit
 
         credit = env_credit(self.environment(cfg))
-        if cfg.simultaneous.trust_region:
-            from satseq.methods.sat_seq.stage_coordinator import StageCoordinator  # SAT-Seq's, IS factor off
+        if cfg.simultaneous.trust_region:  # SAT-Seq's stage coordinator with the IS factor off, asked of it by name
+            from satseq.registry import get_method
 
-            return StageCoordinator(cfg, rt.pool, generator, rt.device, simultaneous=True, credit=credit)
+            return get_method("sat_seq").simultaneous_updater(cfg, rt, generator, credit=credit)
         from satseq.update.simultaneous import SimultaneousUpdater
 
         return SimultaneousUpdater(cfg, rt.pool, generator, rt.device, credit=credit)
