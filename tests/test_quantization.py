@@ -296,9 +296,13 @@ def test_smollm2_quantized_logprobs_are_close_to_fp32(smollm2_fp32, q):
 def test_smollm2_grpo_lora_on_int8_trains_resumes_and_its_adapter_loads_on_fp32(smollm2_fp32, tmp_path,
                                                                                 monkeypatch):
     model, tok = smollm2_fp32
-    # the three training processes read the dequantized GGUF from a cache in tmp_path (parsed once)
+    # the training processes read the dequantized GGUF from a cache in tmp_path, filled here first, so that
+    # every run loads the same way (the first one would otherwise parse the GGUF, the others read the cache)
     monkeypatch.setenv("SATSEQ_GGUF_CACHE", "1")
     monkeypatch.setenv("SATSEQ_CACHE_DIR", str(tmp_path / "cache"))
+    from satseq.models.loading import load_causal_lm
+
+    load_causal_lm("smollm2")
     run = _grpo_int8_trains_and_resumes(
         ["model.path=smollm2", "data.train=embedded", "data.eval=embedded", "rollout.max_new_tokens=4",
          "reward.custom=tests.reward_fixtures:char_code_sum"], tmp_path)
