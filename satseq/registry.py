@@ -34,17 +34,32 @@ METHODS: dict[str, object] = {}
 _discovered = False
 
 
+def _register_instance(table: dict, kind: str, cls: T) -> T:
+    """An instance of ``cls`` in ``table`` under ``cls.name`` (re-registering the same class is a no-op;
+    a different class under a taken name is an error)."""
+    name = getattr(cls, "name", "")
+    if not name:
+        raise ValueError(f"{cls!r}: {'an' if kind[0] in 'aeiou' else 'a'} {kind} needs a non-empty `name`")
+    old = table.get(name)
+    if old is not None and (type(old).__module__, type(old).__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"{kind} '{name}' is already registered by {type(old).__module__}.{type(old).__qualname__}")
+    table[name] = cls()
+    return cls
+
+
 def register_method(cls: T) -> T:
     """Class decorator: register an instance of ``cls`` under ``cls.name`` (re-registering the same
     class is a no-op; a different class under a taken name is an error)."""
-    name = getattr(cls, "name", "")
-    if not name:
-        raise ValueError(f"{cls!r}: a method needs a non-empty `name`")
-    old = METHODS.get(name)
-    if old is not None and (type(old).__module__, type(old).__qualname__) != (cls.__module__, cls.__qualname__):
-        raise ValueError(f"method '{name}' is already registered by {type(old).__module__}.{type(old).__qualname__}")
-    METHODS[name] = cls()
-    return cls
+    return _register_instance(METHODS, "method", cls)
+
+
+def _import_plugins(package: str, module: str) -> None:
+    """Import ``<package>.<name>.<module>`` for every sub-package ``<name>`` that has one (they register
+    themselves)."""
+    pkg = importlib.import_module(package)
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.ispkg and importlib.util.find_spec(f"{package}.{info.name}.{module}") is not None:
+            importlib.import_module(f"{package}.{info.name}.{module}")
 
 
 def discover() -> None:
@@ -53,10 +68,7 @@ def discover() -> None:
     if _discovered:
         return
     _discovered = True
-    pkg = importlib.import_module("satseq.methods")
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if info.ispkg and importlib.util.find_spec(f"satseq.methods.{info.name}.method") is not None:
-            importlib.import_module(f"satseq.methods.{info.name}.method")
+    _import_plugins("satseq.methods", "method")
 
 
 def method_names() -> list[str]:
@@ -102,14 +114,7 @@ _envs_discovered = False
 def register_env(cls: T) -> T:
     """Class decorator: register an instance of the :class:`satseq.envs.base.Environment` subclass ``cls``
     under ``cls.name`` (``env.name=<name>`` selects it; re-registering the same class is a no-op)."""
-    name = getattr(cls, "name", "")
-    if not name:
-        raise ValueError(f"{cls!r}: an environment needs a non-empty `name`")
-    old = ENVS.get(name)
-    if old is not None and (type(old).__module__, type(old).__qualname__) != (cls.__module__, cls.__qualname__):
-        raise ValueError(f"environment '{name}' is already registered by {type(old).__module__}.{type(old).__qualname__}")
-    ENVS[name] = cls()
-    return cls
+    return _register_instance(ENVS, "environment", cls)
 
 
 def discover_envs() -> None:
@@ -118,10 +123,7 @@ def discover_envs() -> None:
     if _envs_discovered:
         return
     _envs_discovered = True
-    pkg = importlib.import_module("satseq.envs")
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if info.ispkg and importlib.util.find_spec(f"satseq.envs.{info.name}.env") is not None:
-            importlib.import_module(f"satseq.envs.{info.name}.env")
+    _import_plugins("satseq.envs", "env")
 
 
 def env_names() -> list[str]:

@@ -90,6 +90,11 @@ FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2
         "apo.n_samples=2", "sat_seq.certificate.prompts=0"]
 
 
+#: the settings an environment needs to run at all: the classes the adapters run (tests/test_field_envs.py)
+ENV_SETTINGS = {"gym_text": ["env.gym_text.factory=test_field_envs:GuessDigit", "env.max_turns=2"],
+                "trl_env": ["env.trl_env.factory=test_field_envs:Vault"]}
+
+
 def _pairs() -> list[tuple[str, str]]:
     """(method, env) for every method and every environment it trains, but its own default environment
     (tests/test_method_contract.py runs each method there, with a kill and a resume)."""
@@ -141,6 +146,7 @@ def test_env_contract(method, env, tiny_dir, tmp_path):
     import satseq
 
     r = satseq.train(None, [f"model.path={tiny_dir}", f"method={method}", f"env.name={env}", *FAST,
+                            *ENV_SETTINGS.get(env, []),
                             f"output_dir={tmp_path}", "run_name=r"])
     assert len(r.metrics) == 2
     info = json.loads((r.run_dir / "run_info.json").read_text())

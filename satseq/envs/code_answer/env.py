@@ -187,13 +187,10 @@ class CodeAnswer(Environment):
         return seat_metrics(episodes)
 
     def held_out_metrics(self, cfg, rt, workflow, generator) -> dict:
-        from satseq.rewards.turn_rewards import grade_episodes
+        from satseq.envs.common import held_out_rollout
 
-        held = self.make_workflow(cfg, dict(workflow.agents), rt.fmt, rt.sampling, options={"journal": False})
-        episodes = held.rollout(rt.eval, rt.pool, rt.engine, group_size=1, generator=generator)
-        grade_episodes(episodes)
-        m = {f"eval/{k}": v for k, v in seat_metrics(episodes).items()}
-        m["eval/vote_accuracy"] = sum(ep.prediction_correct for ep in episodes) / max(1, len(episodes))
+        m = held_out_rollout(self, cfg, rt, workflow, generator, seat_metrics)
+        m["eval/vote_accuracy"] = m.pop("eval/accuracy")
         return m
 
     def prediction_answers(self, episodes):

@@ -22,11 +22,11 @@ from pydantic import Field
 
 from satseq.config.section import Section
 from satseq.envs.base import Environment
+from satseq.envs.common import EVAL_SEED_BASE, ObservationFormat, SeedTask, load_dotted
 from satseq.errors import ConfigError
 from satseq.records import Episode, Problem, Turn
 from satseq.registry import register_env
 
-EVAL_SEED_BASE = 1_000_000
 DEFAULT_MAX_TURNS = 8
 
 
@@ -39,43 +39,11 @@ class GymTextConfig(Section):
     system_prompt: Optional[str] = Field(None, description="a system message before the first observation (chat models)")
 
 
-class SeedTask:
-    """The embedded "task" of a gymnasium environment: episode seeds, training and held-out apart."""
-
-    identity = "gym-seeds"
-
-    def __init__(self, seed: int = 0):
-        self.seed = seed
-
-    def problems(self, n: int, *, split: str = "train", exclude: Optional[set] = None) -> list[Problem]:
-        base = EVAL_SEED_BASE if split == "eval" else 0
-        out = []
-        for i in range(n):
-            s = base + self.seed * 100_003 + i
-            text = f"seed {s}"
-            if exclude and text in exclude:
-                continue
-            out.append(Problem(problem_id=s, problem=text, answer="", meta={"seed": s}))
-        return out
-
-
-class GymFormat:
-    """A conversation format for gymnasium episodes (the first prompt is the first observation: the
-    runtime's length check renders a placeholder)."""
+class GymFormat(ObservationFormat):
+    """A conversation format for gymnasium episodes (the first prompt is the first observation)."""
 
     def __init__(self, conversation_format, system: Optional[str]):
-        self.conversation, self.system, self.name = conversation_format, system, "gym_text"
-
-    def messages(self, observation: str) -> list:
-        from satseq.envs.conversation import Message
-
-        return ([Message("system", self.system)] if self.system else []) + [Message("user", observation)]
-
-    def single(self, problem: str) -> str:
-        return self.conversation.render(self.messages(problem), add_generation_prompt=True)
-
-    def encode(self, text: str) -> list[int]:
-        return self.conversation.encode(text)
+        super().__init__(conversation_format, system, "gym_text")
 
 
 class GymSession:
@@ -140,13 +108,7 @@ class GymText(Environment):
                 return gymnasium.make(s.id, **s.kwargs)
             except gymnasium.error.Error as e:
                 raise ConfigError(f"config key 'env.gym_text.id': {e}") from None
-        mod, _, attr = s.factory.partition(":")
-        import importlib
-
-        try:
-            made = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError, ValueError) as e:
-            raise ConfigError(f"config key 'env.gym_text.factory': cannot load {s.factory!r} ({e})") from None
+        made = load_dotted(s.factory, "env.gym_text.factory")
         return made(**s.kwargs)
 
     def check(self, cfg) -> None:

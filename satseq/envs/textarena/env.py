@@ -1,8 +1,8 @@
 """``env.name=textarena``: a TextArena game (``textarena.make(env.textarena.game)``, TextArena 0.7.4) whose
 players are **roles**, each player an agent's conversation continued token for token.
 
-An episode is one game, from a seed (the problems are seeds, as :class:`~satseq.envs.gym_text.env.SeedTask`:
-training seeds 0, 1, ...; held-out seeds from :data:`~satseq.envs.gym_text.env.EVAL_SEED_BASE` on)::
+An episode is one game, from a seed (the problems are seeds, as :class:`~satseq.envs.common.SeedTask`:
+training seeds 0, 1, ...; held-out seeds from :data:`~satseq.envs.common.EVAL_SEED_BASE` on)::
 
     env.reset(num_players=2, seed=s)
     loop: pid, obs = env.get_observation()       # the observations pid received since it last acted
@@ -52,7 +52,7 @@ from pydantic import Field
 
 from satseq.config.section import Section
 from satseq.envs.base import Environment
-from satseq.envs.gym_text.env import SeedTask
+from satseq.envs.common import ObservationFormat, SeedTask
 from satseq.errors import ConfigError
 from satseq.records import Episode, Problem, Turn
 from satseq.registry import register_env
@@ -128,23 +128,12 @@ def listed_moves(observation) -> list[str]:
     return []
 
 
-class ArenaFormat:
+class ArenaFormat(ObservationFormat):
     """A conversation format for games (the first prompt is the first observation)."""
 
     def __init__(self, conversation_format, system: Optional[str], keep: Optional[set] = None):
-        self.conversation, self.system, self.name = conversation_format, system, "textarena"
+        super().__init__(conversation_format, system, "textarena")
         self.keep = keep  # the ObservationType names shown (None: all)
-
-    def messages(self, observation: str) -> list:
-        from satseq.envs.conversation import Message
-
-        return ([Message("system", self.system)] if self.system else []) + [Message("user", observation)]
-
-    def single(self, problem: str) -> str:
-        return self.conversation.render(self.messages(problem), add_generation_prompt=True)
-
-    def encode(self, text: str) -> list[int]:
-        return self.conversation.encode(text)
 
 
 class Opponent:

@@ -86,7 +86,7 @@ class ToolFormat:
 
 def load_tools(specs: list[str], section: ToolUseConfig) -> list:
     """The tool callables ``env.tool_use.tools`` names (``python``: the sandbox with the section's limits)."""
-    from satseq.errors import ConfigError
+    from satseq.envs.common import load_dotted
     from satseq.tools.sandbox import make_python_tool
 
     out = []
@@ -95,15 +95,7 @@ def load_tools(specs: list[str], section: ToolUseConfig) -> list:
             out.append(make_python_tool(timeout_s=section.timeout_s, memory_mb=section.memory_mb,
                                         max_output_bytes=section.max_output_bytes))
             continue
-        mod, _, attr = spec.partition(":")
-        if not mod or not attr:
-            raise ConfigError(f"config key 'env.tool_use.tools': {spec!r} is neither python nor module:function")
-        import importlib
-
-        try:
-            fn = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as e:
-            raise ConfigError(f"config key 'env.tool_use.tools': cannot load {spec!r} ({e})") from None
+        fn = load_dotted(spec, "env.tool_use.tools")
         out.append(fn)
     return out
 
@@ -223,15 +215,10 @@ class ToolUse(Environment):
         return tool_metrics(episodes)
 
     def held_out_metrics(self, cfg, rt, workflow, generator) -> dict:
+        from satseq.envs.common import held_out_rollout
         from satseq.envs.tool_use.session import tool_metrics
-        from satseq.rewards.turn_rewards import grade_episodes
 
-        held = self.make_workflow(cfg, dict(workflow.agents), rt.fmt, rt.sampling, options={"journal": False})
-        episodes = held.rollout(rt.eval, rt.pool, rt.engine, group_size=1, generator=generator)
-        grade_episodes(episodes)
-        m = {f"eval/{k}": v for k, v in tool_metrics(episodes).items()}
-        m["eval/accuracy"] = sum(ep.prediction_correct for ep in episodes) / max(1, len(episodes))
-        return m
+        return held_out_rollout(self, cfg, rt, workflow, generator, tool_metrics)
 
     def prediction_answers(self, episodes):
         return [ep.prediction for ep in episodes], [bool(ep.prediction_correct) for ep in episodes]

@@ -20,6 +20,7 @@ from typing import Optional
 from pydantic import Field
 
 from satseq.config.section import Section
+from satseq.envs.common import load_dotted
 from satseq.envs.tool_use.env import ToolUse
 from satseq.errors import ConfigError
 from satseq.registry import register_env
@@ -54,14 +55,8 @@ class TRLEnv(ToolUse):
         if not spec:
             raise ConfigError("config key 'env.trl_env.factory': env.name=trl_env needs the environment class "
                               "(module:Class)")
-        mod, _, attr = spec.partition(":")
-        import importlib
-
-        try:
-            made = getattr(importlib.import_module(mod), attr) if mod and attr else None
-        except (ImportError, AttributeError) as e:
-            raise ConfigError(f"config key 'env.trl_env.factory': cannot load {spec!r} ({e})") from None
-        if made is None or not callable(made):
+        made = load_dotted(spec, "env.trl_env.factory")
+        if not callable(made):
             raise ConfigError(f"config key 'env.trl_env.factory': {spec!r} is not module:Class")
         return made
 
