@@ -94,7 +94,8 @@ def _load(path: str, cfg: TrainConfig, device: str, console, env=None):
 
         path = str(warm_start_for(cfg.data.embedded_task, env, cfg.output_dir,
                                   show_progress=cfg.trainer.progress, console=console))
-    model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device)
+    model, tok = load_causal_lm(path, gguf_file=cfg.model.gguf_file, dtype=cfg.model.dtype, device=device,
+                                quantization=cfg.model.quantization)
     if cfg.model.tokenizer:
         from satseq.models.loading import load_tokenizer
 
@@ -229,8 +230,10 @@ def check_decode_gemm(cfg: TrainConfig, device: str) -> None:
 def run_engine(cfg: TrainConfig, tokenizer, device: str, *, instance: str = ""):
     """The run's rollout engine (``rollout.*``); a Ray actor and the rollout thread build theirs with this
     too (``instance``: a vLLM engine of their own, not the trainer's)."""
+    # a quantized base (model.quantization) decodes through its own bitsandbytes forward, not the fused one
+    fused = cfg.rollout.fused and cfg.model.quantization == "none"
     return make_engine(cfg.rollout.engine, tokenizer, batch_size=cfg.rollout.batch_size, device=device,
-                       fused=cfg.rollout.fused, dtype=cfg.rollout.dtype, vllm=cfg.rollout.vllm,
+                       fused=fused, dtype=cfg.rollout.dtype, vllm=cfg.rollout.vllm,
                        gemm=cfg.rollout.decode_gemm, instance=instance)
 
 

@@ -99,18 +99,20 @@ def test_the_engine_rolls_out_from_the_quantized_base_and_gradients_reach_every_
     """satseq's engine on a quantized base: the model's own forward (the fused decode reads dense weights);
     nf4's rollout log-probs are the trainer's; after a rollout, the backward still reaches every layer's
     adapters (bitsandbytes' bf16 CPU path, which has no autograd, is kept off: satseq.models.quantize)."""
-    from satseq.rollout import fused_decode
-    from satseq.rollout.hf_engine import HFEngine
+    from satseq.config import load_config
     from satseq.rollout.logprobs import response_logprobs
     from satseq.rollout.types import SamplingParams
+    from satseq.runtime import run_engine
 
     q, pool = quantized_pool
     m = pool.module("a")
-    assert not fused_decode.supports(m)
     tok = pool.tokenizer
+    cfg = load_config(None, ["method=grpo", f"model.quantization={q}", "model.lora.enabled=true", "rollout.engine=hf"])
+    engine = run_engine(cfg, tok, "cpu")
+    assert engine.fused is False  # the run's engine decodes a quantized base through the model's own forward
     prompts = [tok("12+34=")["input_ids"], tok("7+8=")["input_ids"], tok("100+1=")["input_ids"]]
-    gens = HFEngine(tok, batch_size=4).generate(m, prompts, SamplingParams(max_new_tokens=5, temperature=1.0),
-                                                torch.Generator().manual_seed(0))
+    gens = engine.generate(m, prompts, SamplingParams(max_new_tokens=5, temperature=1.0),
+                           torch.Generator().manual_seed(0))
     assert all(len(g.response_ids) for g in gens)
     with torch.no_grad():
         lp, mask = response_logprobs(m, prompts, [g.response_ids for g in gens], tok.pad_token_id)
@@ -154,13 +156,6 @@ def test_rollout_choice_is_satseqs_engine_in_the_model_dtype_without_measuring(q
 
 
 # ------------------------------------------------------------------------------ training and resuming
-# satseq/runtime.py's _load must pass quantization=cfg.model.quantization to load_causal_lm (the lead's file,
-# being refactored: the one line is theirs to add). Until then a run trains the dense base, which these tests
-# detect; strict, so the marker fails as soon as the line is in and must then be removed.
-NEEDS_RUNTIME = pytest.mark.xfail(
-    reason="satseq/runtime.py _load does not pass quantization=cfg.model.quantization yet", strict=True)
-
-
 def _train(args, env=None):
     e = dict(os.environ, **(env or {}))
     return warm_cli.run([sys.executable, "-m", "satseq.cli", "train", *args], env=e, timeout=600)
@@ -214,7 +209,6 @@ def _grpo_int8_trains_and_resumes(model_args, tmp_path, extra=()):
     return run
 
 
-@NEEDS_RUNTIME
 def test_grpo_lora_on_an_int8_tiny_base_trains_resumes_and_its_adapter_loads_on_fp32(tmp_path):
     """The tiny model saved with a chat-format config (not the embedded format, which fine-tunes fully)."""
     from satseq.models.loading import load_causal_lm
@@ -292,7 +286,6 @@ def test_smollm2_quantized_logprobs_are_close_to_fp32(smollm2_fp32, q):
 
 
 @pytest.mark.slow
-@NEEDS_RUNTIME
 def test_smollm2_grpo_lora_on_int8_trains_resumes_and_its_adapter_loads_on_fp32(smollm2_fp32, tmp_path,
                                                                                 monkeypatch):
     model, tok = smollm2_fp32

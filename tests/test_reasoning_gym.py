@@ -17,7 +17,8 @@ from satseq.data.loading import load_problems  # noqa: E402
 from satseq.data.reasoning_gym import TRAIN_SEED_OFFSET, parse_spec  # noqa: E402
 from satseq.errors import ConfigError, DataError, SatseqError  # noqa: E402
 from satseq.records import Episode, Problem, Turn  # noqa: E402
-from satseq.rewards.extract import extract_answer, plain_text_answer  # noqa: E402
+from satseq.rewards.extract import extract_answer  # noqa: E402
+from satseq.rewards.plain_text import plain_text_answer  # noqa: E402
 from satseq.rewards.scorers import grade  # noqa: E402
 
 CHAIN = "reasoning_gym:chain_sum?min_terms=3&max_terms=4"

@@ -310,14 +310,14 @@ def load_gym_problems(source: str | GymSpec, *, split: str = "test", limit: Opti
 def score_answer(answer: Optional[str], problem: Problem) -> float:
     """The generator's own ``score_answer(answer, entry)`` of an extracted final answer, in [0, 1].
 
-    The answer is made plain first (:func:`~satseq.rewards.extract.plain_text_answer`: ``\\text{...}``
+    The answer is made plain first (:func:`~satseq.rewards.plain_text.plain_text_answer`: ``\\text{...}``
     and ``$...$`` around the whole answer are dropped), since reasoning-gym's scorers compare text.
     None, an answer longer than :data:`~satseq.rewards.guard.MAX_ANSWER_CHARS`, a scorer that raises,
     and a score that is not a finite number all score 0. Scoring runs in-process. A scorer that parses
     the answer with sympy (the integration and polynomial tasks) has no timeout, unlike math-verify's
     killable worker.
     """
-    from satseq.rewards.extract import plain_text_answer
+    from satseq.rewards.plain_text import plain_text_answer
     from satseq.rewards.guard import MAX_ANSWER_CHARS
 
     if answer is None or len(answer) > MAX_ANSWER_CHARS:

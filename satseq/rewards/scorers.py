@@ -24,7 +24,7 @@ existing run's rewards are unchanged, bit for bit.
 
 **Votes.** A majority vote groups answers with the scorer's ``same``: ``math``'s is
 :func:`~satseq.rewards.grade.is_equivalent`, and reasoning-gym's is equality of the plain answers
-(:func:`~satseq.rewards.extract.plain_text_answer`, whitespace collapsed). The vote's verdict is the
+(:func:`~satseq.rewards.plain_text.plain_text_answer`, whitespace collapsed). The vote's verdict is the
 scorer's verdict on the winning answer.
 
 Register another scorer with :func:`register_scorer` (a :class:`Scorer` whose ``score(answer, problem)``
@@ -69,7 +69,7 @@ _WS = re.compile(r"\s+")
 
 
 def _plain(s: str) -> str:
-    from satseq.rewards.extract import plain_text_answer
+    from satseq.rewards.plain_text import plain_text_answer
 
     return _WS.sub(" ", plain_text_answer(str(s))).strip()
 

@@ -188,10 +188,10 @@ def choose(cfg, model, tokenizer, device: str, run_dir: Optional[Path] = None,
 
     r = cfg.rollout
     model_dtype = cfg.model.dtype
-    gemm_auto = r.decode_gemm == "auto" and r.engine in ("auto", "hf") and str(device).startswith("cpu") \
-        and r.fused and hasattr(model, "config") and supports(model)
     # a quantized base (model.quantization) decodes through its own forward in model.dtype, on satseq's engine
     dense = getattr(cfg.model, "quantization", "none") == "none"
+    gemm_auto = r.decode_gemm == "auto" and r.engine in ("auto", "hf") and str(device).startswith("cpu") \
+        and r.fused and dense and hasattr(model, "config") and supports(model)
     vllm_ok = importlib.util.find_spec("vllm") is not None and cfg.trainer.max_staleness == 0 and dense  # async: hf only
     engines = [r.engine] if r.engine != "auto" else ["hf"] + (["vllm"] if vllm_ok else [])
     if r.dtype != "auto":

@@ -34,13 +34,10 @@ def _inner(model):
 
 def supports(model) -> bool:
     """Whether the fused path can run ``model`` exactly (plain Llama/Qwen2 decoders, SiLU MLP, no
-    sliding window, no logit soft-capping, dense weights: a bitsandbytes base, ``model.quantization``,
-    decodes through its own forward)."""
+    sliding window, no logit soft-capping)."""
     inner = _inner(model)
     cfg = getattr(inner, "config", None)
     if type(inner).__name__ not in SUPPORTED or cfg is None:
-        return False
-    if getattr(inner, "is_loaded_in_8bit", False) or getattr(inner, "is_loaded_in_4bit", False):
         return False
     if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "use_sliding_window", False):
         return False
