@@ -40,7 +40,7 @@ TINY_EVAL = "--limit 2 --max_new_tokens 8 --threads 1 --no_progress"
 COPIED = ("satseq", "data", "recipes")
 SKIPPED = {".git", "outputs", "models", "site", ".pytest_cache", ".hypothesis", "runs"}
 # the slowest pages first (two workers), so that the run's wall-clock is about half the sum
-ORDER = ("evaluate", "scale", "reward", "own_model", "dashboard", "new_method")
+ORDER = ("new_environment", "evaluate", "scale", "reward", "own_model", "dashboard", "new_method")
 
 TRAIN = re.compile(r"(satseq(\.cli)? train\b|train_dapo\.sh\b|bin/python [\w./-]+\.py\b)")
 EVAL = re.compile(r"satseq eval\b")
@@ -152,7 +152,7 @@ def runs(tmp_path_factory):
 
 def test_every_tutorial_is_in_the_index_and_has_commands():
     index = (TUTORIALS / "index.md").read_text()
-    assert len(PAGES) == 6
+    assert len(PAGES) == 7
     for page in PAGES:
         assert f"({page.name})" in index, page.name
         assert bash_blocks(page.read_text()), page.name

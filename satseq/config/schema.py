@@ -274,8 +274,17 @@ class EnvConfigBase(Section):
 
     def __reduce__(self):
         """Pickled by content and restored into the receiving process's ``env`` model (built at run time
-        from the environments registered there; a section of an environment it lacks is dropped)."""
-        return _restore_env, (self.__getstate__(),)
+        from the environments registered there; a section of an environment it lacks is dropped). The
+        sections of environments defined outside satseq (a test file, a user's module) travel only when
+        this run is in that environment: a Ray actor need not import the module of every environment
+        registered here."""
+        state = self.__getstate__()
+        foreign = {k for k, _, _, e in env_sections() if k in state["__dict__"]
+                   and not type(e).__module__.startswith("satseq.") and e.name != self.name}
+        if foreign:
+            state = dict(state, __dict__={k: v for k, v in state["__dict__"].items() if k not in foreign},
+                         __pydantic_fields_set__=set(state["__pydantic_fields_set__"]) - foreign)
+        return _restore_env, (state,)
 
 
 def _restore_env(state: dict) -> "EnvConfigBase":
