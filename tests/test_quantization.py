@@ -113,6 +113,12 @@ def test_the_engine_rolls_out_from_the_quantized_base_and_gradients_reach_every_
     prompts = [tok("12+34=")["input_ids"], tok("7+8=")["input_ids"], tok("100+1=")["input_ids"]]
     gens = engine.generate(m, prompts, SamplingParams(max_new_tokens=5, temperature=1.0),
                            torch.Generator().manual_seed(0))
+    from satseq.rollout.engine import make_engine
+
+    # an engine made with the fused decode on (satseq eval's, a bench's) decodes the quantized base the same way
+    again = make_engine("hf", tok, batch_size=4).generate(m, prompts, SamplingParams(max_new_tokens=5, temperature=1.0),
+                                                         torch.Generator().manual_seed(0))
+    assert [g.response_ids for g in again] == [g.response_ids for g in gens]
     assert all(len(g.response_ids) for g in gens)
     with torch.no_grad():
         lp, mask = response_logprobs(m, prompts, [g.response_ids for g in gens], tok.pad_token_id)

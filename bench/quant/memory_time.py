@@ -158,7 +158,7 @@ def memory(a) -> None:
 def timing(a) -> None:
     import torch
 
-    from satseq.rollout.hf_engine import HFEngine
+    from satseq.rollout.engine import make_engine
     from satseq.rollout.types import SamplingParams
     from satseq.update.batch import TurnBatch
     from satseq.update.clipped_pg import PGSettings, clipped_pg_update
@@ -171,7 +171,7 @@ def timing(a) -> None:
                                        add_generation_prompt=True) for i in range(a.prompts)]
     prompts = [list(p["input_ids"] if isinstance(p, dict) or hasattr(p, "keys") else p) for p in prompts]
     rows = [p for p in prompts for _ in range(a.group)]
-    engine = HFEngine(tok, batch_size=len(rows))
+    engine = make_engine("hf", tok, batch_size=len(rows))
     engine.eos_ids = set()  # every row decodes --new tokens: the same work in every setting
     sampling = SamplingParams(max_new_tokens=a.new, temperature=1.0)
     times: dict[str, list[tuple[float, float]]] = {q: [] for q in SETTINGS}

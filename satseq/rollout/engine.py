@@ -6,6 +6,8 @@ because they recompute log-probs with their own model (see :mod:`satseq.rollout.
 """
 from __future__ import annotations
 
+import functools
+
 from typing import Protocol
 
 import torch
@@ -20,6 +22,33 @@ class RolloutEngine(Protocol):
         ...
 
 
+def _bitsandbytes(model) -> bool:
+    """Whether ``model`` (or the transformers model under a peft wrapper) holds bitsandbytes weights."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return bool(getattr(base, "is_loaded_in_8bit", False) or getattr(base, "is_loaded_in_4bit", False))
+
+
+@functools.lru_cache(maxsize=None)
+def _dense_fused_engine():
+    """satseq's engine that decodes a quantized base (``model.quantization``) through the model's own
+    forward: the fused decode packs dense weights. (The check sits here, not in
+    :mod:`satseq.rollout.fused_decode`, whose code is part of the shipped chain warm start's fingerprint.)"""
+    from satseq.rollout.hf_engine import HFEngine
+
+    class Engine(HFEngine):
+        def _stepper(self, model, *args):
+            if not (self.fused and _bitsandbytes(model)):
+                return super()._stepper(model, *args)
+            self.fused = False
+            try:
+                return super()._stepper(model, *args)
+            finally:
+                self.fused = True
+
+    Engine.__name__ = Engine.__qualname__ = "HFEngine"
+    return Engine
+
+
 def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "cpu", fused: bool = True,
                 dtype: str = "auto", vllm=None, gemm: str = "auto", instance: str = "") -> RolloutEngine:
     """``rollout.engine``: ``hf`` (satseq's decode loop) or ``vllm`` (``vllm``: the ``rollout.vllm`` section,
@@ -29,9 +58,7 @@ def make_engine(name: str, tokenizer, *, batch_size: int = 128, device: str = "c
     from satseq.errors import ConfigError
 
     if name in ("hf", "auto"):  # auto unresolved (satseq.rollout.choice: no measurement) is satseq's engine
-        from satseq.rollout.hf_engine import HFEngine
-
-        return HFEngine(tokenizer, batch_size=batch_size, device=device, fused=fused,
+        return _dense_fused_engine()(tokenizer, batch_size=batch_size, device=device, fused=fused,
                         dtype=None if dtype == "auto" else getattr(torch, dtype), gemm=gemm)
     if name == "vllm":
         from satseq.config.schema import VllmConfig
