@@ -211,6 +211,47 @@ class Method:
         _single_env_method(self, "dashboard").dashboard(axes, rows, agents, run_dir)
 
 
+class RelaySeats:
+    """What the relay's multi-agent algorithms share (SAT-Seq and the simultaneous update; mixed in before
+    :class:`Method`): the agents are ``sat_seq.agents``, one per seat, and outside the relay one per role of
+    an environment whose roles are credited apart (a game: :func:`satseq.update.turn_credit.trains_roles`),
+    named after the roles when left unset; the group size and the loss are the ``sat_seq`` section's."""
+
+    def check_seats(self, cfg) -> None:
+        from satseq.algos import check_name
+
+        check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
+        env = self.environment(cfg)
+        if env.name not in self.envs:
+            from satseq.update.turn_credit import check_one_each
+
+            check_one_each(env, cfg, [a.name for a in cfg.sat_seq.agents], self.name)
+
+    def trains(self, env) -> bool:
+        """The relay, and every environment whose roles are players credited per role, its agents seated one
+        each (:meth:`check_seats`)."""
+        from satseq.update.turn_credit import trains_roles
+
+        return env.name in self.envs or trains_roles(env)
+
+    def defaults(self, cfg) -> dict:
+        """Outside the relay, ``sat_seq.agents`` left unset is one agent per role, named after it."""
+        env = self.environment(cfg)
+        if env.name in self.envs or not self.trains(env):
+            return super().defaults(cfg)
+        from satseq.update.turn_credit import role_agents
+
+        return {**super().defaults(cfg), "sat_seq.agents": role_agents(env, cfg)}
+
+    def agents(self, cfg) -> AgentSpec:
+        agents = cfg.sat_seq.agents
+        return AgentSpec([a.name for a in agents], [a.path for a in agents],
+                         [f"sat_seq.agents[{i}].path" for i in range(len(agents))])
+
+    def group_size(self, cfg) -> int:
+        return cfg.sat_seq.group_size
+
+
 def _single_env_method(method: Method, hook: str) -> Method:
     """The registered method that stands for the ``single`` environment, whose ``hook`` is the default one."""
     from satseq.registry import method_for_env

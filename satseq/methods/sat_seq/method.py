@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import satseq.methods.sat_seq.adv.seqaware  # noqa: F401  (registers advantage estimator seqaware)
 import satseq.methods.sat_seq.loss.seq_ratio_loss  # noqa: F401  (registers policy loss sat_seq)
-from satseq.methods.base import AgentSpec, Method
+from satseq.methods.base import Method, RelaySeats
 from satseq.methods.sat_seq.config import SatSeqConfig
 from satseq.registry import register_method
 
 
 @register_method
-class SatSeq(Method):
+class SatSeq(RelaySeats, Method):
     name = "sat_seq"
     title = "SAT-Seq"
     update_sections = ("sat_seq", "algorithm.kl_ctrl")
@@ -34,43 +34,13 @@ class SatSeq(Method):
         return "sat_seq_dapo"  # the seed's outputs/sat_seq_dapo/
 
     def check(self, cfg) -> None:
-        from satseq.algos import check_name
-
-        check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
+        self.check_seats(cfg)
         env = self.environment(cfg)
-        if env.name not in self.envs:
-            from satseq.update.turn_credit import check_one_each
+        if env.name not in self.envs and cfg.sat_seq.certificate.prompts > 0:
+            from satseq.errors import ConfigError
 
-            check_one_each(env, cfg, [a.name for a in cfg.sat_seq.agents], self.name)
-            if cfg.sat_seq.certificate.prompts > 0:
-                from satseq.errors import ConfigError
-
-                raise ConfigError(f"config key 'sat_seq.certificate.prompts': the certificate bounds the relay's "
-                                  f"vote accuracy; env {env.name} has none (set 0)")
-
-    def trains(self, env) -> bool:
-        """The relay, and every environment whose roles are players credited per role (a game:
-        :func:`satseq.update.turn_credit.trains_roles`), its agents seated one each (:meth:`check`)."""
-        from satseq.update.turn_credit import trains_roles
-
-        return env.name in self.envs or trains_roles(env)
-
-    def defaults(self, cfg) -> dict:
-        """Outside the relay, ``sat_seq.agents`` left unset is one agent per role, named after it."""
-        env = self.environment(cfg)
-        if env.name in self.envs or not self.trains(env):
-            return super().defaults(cfg)
-        from satseq.update.turn_credit import role_agents
-
-        return {**super().defaults(cfg), "sat_seq.agents": role_agents(env, cfg)}
-
-    def agents(self, cfg) -> AgentSpec:
-        agents = cfg.sat_seq.agents
-        return AgentSpec([a.name for a in agents], [a.path for a in agents],
-                         [f"sat_seq.agents[{i}].path" for i in range(len(agents))])
-
-    def group_size(self, cfg) -> int:
-        return cfg.sat_seq.group_size
+            raise ConfigError(f"config key 'sat_seq.certificate.prompts': the certificate bounds the relay's "
+                              f"vote accuracy; env {env.name} has none (set 0)")
 
     def prepare(self, cfg, rt, custom, console) -> dict:
         return {"custom": custom}

@@ -16,13 +16,13 @@ Like SAT-Seq it also trains any environment that declares its roles when ``sat_s
 agent on each (a TextArena game), crediting turns as the environment says (:mod:`satseq.update.turn_credit`)."""
 from __future__ import annotations
 
-from satseq.methods.base import AgentSpec, Method
+from satseq.methods.base import Method, RelaySeats
 from satseq.methods.simultaneous.config import SimultaneousConfig
 from satseq.registry import register_method
 
 
 @register_method
-class Simultaneous(Method):
+class Simultaneous(RelaySeats, Method):
     name = "simultaneous"
     title = "Simultaneous multi-agent (baseline)"
     # SAT-Seq's loss, lr, epochs and clip; the KL check's settings with simultaneous.trust_region
@@ -34,38 +34,8 @@ class Simultaneous(Method):
     metric_prefixes = ("certificate",)
 
     def check(self, cfg) -> None:
-        from satseq.algos import check_name
+        self.check_seats(cfg)
 
-        check_name("sat_seq.policy_loss", cfg.sat_seq.policy_loss, kind="clipped_pg")
-        env = self.environment(cfg)
-        if env.name not in self.envs:
-            from satseq.update.turn_credit import check_one_each
-
-            check_one_each(env, cfg, [a.name for a in cfg.sat_seq.agents], self.name)
-
-    def trains(self, env) -> bool:
-        """The relay, and every environment whose roles are players credited per role (a game:
-        :func:`satseq.update.turn_credit.trains_roles`), its agents seated one each (:meth:`check`)."""
-        from satseq.update.turn_credit import trains_roles
-
-        return env.name in self.envs or trains_roles(env)
-
-    def defaults(self, cfg) -> dict:
-        """Outside the relay, ``sat_seq.agents`` left unset is one agent per role, named after it."""
-        env = self.environment(cfg)
-        if env.name in self.envs or not self.trains(env):
-            return super().defaults(cfg)
-        from satseq.update.turn_credit import role_agents
-
-        return {**super().defaults(cfg), "sat_seq.agents": role_agents(env, cfg)}
-
-    def agents(self, cfg) -> AgentSpec:
-        agents = cfg.sat_seq.agents
-        return AgentSpec([a.name for a in agents], [a.path for a in agents],
-                         [f"sat_seq.agents[{i}].path" for i in range(len(agents))])
-
-    def group_size(self, cfg) -> int:
-        return cfg.sat_seq.group_size
 
     def build_updater(self, cfg, rt, generator, prepared):
         from satseq.update.turn_credit import env_credit
