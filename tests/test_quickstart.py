@@ -29,8 +29,9 @@ def test_quickstart_prints_the_chain_table_and_writes_its_results(tmp_path):
     assert "relay of three seats: the vote" in r.output and "one agent, one pass" in r.output
     assert "1 policy in the 3 seats" in r.output
     assert "SAT-Seq's certificate" in r.output
-    # each phase announces itself with the time left, so the first minute never looks hung
-    assert [f"[{i}/6]" in r.output for i in range(1, 7)] == [True] * 6 and r.output.count(" left") >= 6
+    # each phase announces itself (after the first, with the time left), so the first minute never looks hung
+    assert [f"[{i}/5]" in r.output for i in range(1, 6)] == [True] * 5 and r.output.count(" left") >= 4
+    assert "chain warm start: the three agents' vote" in r.output
     res = json.loads((tmp_path / "quickstart" / "results.json").read_text())
     assert res["task"] == "chain" and res["stages"] == 1 and res["n_problems"] == 6
     for col in ("before", "sat_seq", "shared_policy", "grpo"):
@@ -54,20 +55,49 @@ def test_quickstart_names_a_bad_override(tmp_path):
     assert r.exit_code == 2 and "trainer.no_such_key" in r.output
 
 
-def test_the_time_left_is_rescaled_by_the_pace_so_far(monkeypatch):
+def test_the_time_left_is_the_longer_lanes_remaining_work_at_the_measured_pace():
+    from satseq.quickstart_clock import Progress, RunTrack, pace, seconds_left
+
+    ref = {"toks": 1000.0, "before": 20.0, "tail": {"e1": 10.0, "e2": 30.0},
+           "runs": {"a": (5.0, 2.0, 1.0), "b": (1.0, 1.0, 0.0), "c": (2.0, 2.0, 1.0)}}
+    runs = {m: RunTrack(m, 10) for m in "abc"}
+    prog = Progress(lanes=[["before", "a"], ["b", "c"]], runs=runs, tail_left=["e1", "e2"], toks=500.0)
+    # nothing measured: the rollout speed says this machine is twice as slow as the reference
+    assert pace(prog, ref) == 2.0
+    # lane 1: 2 × (20 + 5 + 10·2 + 1) = 92; lane 2: 2 × (1 + 10 + 0) + 2 × (2 + 20 + 1) = 68; tail 2 × 40
+    assert seconds_left(prog, ref) == 92 + 80
+    # b's stages measured: 3 s a stage where the reference took 1 (pace 3, the rollout speed no longer used)
+    for t, done in ((10.0, 1), (13.0, 2), (16.0, 3)):
+        runs["b"].observe(done, t)
+    prog.before_elapsed = 30.0
+    assert runs["b"].seconds_per_stage() == 3.0 and pace(prog, ref) == 3.0
+    # lane 1: 3·20 − 30 + 3·(5 + 20 + 1) = 108; lane 2: 7 stages × 3 s + 3·0 + 3·23 = 90; tail 3 × 40
+    assert seconds_left(prog, ref) == 108 + 120
+    # the trainings done, the first evaluation took 5 s of its reference 10: the last one is charged 0.5 × 30
+    prog.before_done = True
+    for r in runs.values():
+        r.done = r.stages
+    prog.tail_left, prog.tail_spent = ["e2"], {"e1": 5.0}
+    assert seconds_left(prog, ref) == 15.0
+
+
+def test_the_phase_clock_prints_the_time_left_and_records_what_each_phase_took(monkeypatch):
     import satseq.quickstart as qs
+    from satseq.quickstart_clock import Progress
 
     lines, now = [], [0.0]
     monkeypatch.setattr(qs.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(qs, "seconds_left", lambda prog: 60.0 * len(prog.tail_left))
     console = type("C", (), {"print": lambda self, s: lines.append(s)})()
-    clock = qs.PhaseClock(console, [("a", "first", 10), ("b", "second", 30), ("c", "third", 60)])
-    clock.start("a")
-    now[0] = 20.0  # the first phase took twice its estimate
-    clock.start("b")
-    now[0] = 80.0
-    clock.start("c")
+    prog = Progress(lanes=[], runs={}, tail_left=["x", "y"])
+    clock = qs.PhaseClock(console, prog, [("t", "train {n}"), ("x", "first"), ("y", "second")], n=3)
+    clock.start("t")
+    now[0] = 20.0
+    clock.start("x")
+    now[0] = 25.0
+    clock.start("y")
     clock.stop()
-    assert "about 1 min 40 s left" in lines[0]  # 10 + 30 + 60 s, no pace yet
-    assert "about 3 min 00 s left" in lines[1]  # (30 + 60) × 2
-    assert "about 2 min 00 s left" in lines[2]  # 60 × (20 + 60) / (10 + 30)
-    assert clock.spent == {"a": 20.0, "b": 60.0, "c": 0.0}
+    assert lines == ["[bold][1/3][/bold] train 3 · about 2 min 00 s left",
+                     "[bold][2/3][/bold] first · about 2 min 00 s left",
+                     "[bold][3/3][/bold] second · about 1 min 00 s left"]
+    assert clock.spent == {"t": 20.0, "x": 5.0, "y": 0.0} and prog.tail_spent == {"x": 5.0, "y": 0.0}
