@@ -22,6 +22,11 @@ The reward is the environment's: the final answer graded against the problem's r
 (:mod:`satseq.envs.tool_use.journal`), so a resumed run continues bit for bit. Metrics per stage:
 ``tools/calls``, ``tools/errors``, ``tools/timeouts``, ``tools/turns`` (means per episode),
 ``tools/answered`` (share of episodes that ended with an answer).
+
+The embedded model's first prompt is the problem in its layout (``____|____|347*29=``, as
+``env.name=single`` shows it); its embedded task is a product it cannot compute in one pass but can with
+the tool, and its warm start calls the tool on half its episodes (:mod:`satseq.envs.tool_use.task`,
+``satseq sft --task tool_use``).
 """
 from __future__ import annotations
 
@@ -60,10 +65,11 @@ class ToolFormat:
     model's plain format) and what the first prompt of a problem is. ``single`` / ``encode`` are the
     runtime's length checks' view of the first prompt."""
 
-    def __init__(self, conversation_format, system: Optional[str], template: str, kind: str):
+    def __init__(self, conversation_format, system: Optional[str], template: str, kind: str, layout=None):
         self.conversation = conversation_format
         self.system = system
         self.template = template
+        self.layout = layout  # problem -> the user message (the embedded model's layout), or None
         self.name = f"tool_use-{kind}"
 
     def first_messages(self, problem: str, observation: Optional[str] = None) -> list:
@@ -72,7 +78,8 @@ class ToolFormat:
         from satseq.envs.conversation import Message
         from satseq.workflows.prompts import render_problem
 
-        user = render_problem(self.template, problem) if self.template else problem
+        user = self.layout(problem) if self.layout else render_problem(self.template, problem) if self.template \
+            else problem
         if observation:
             user = f"{user}{observation}" if user else observation
         return ([Message("system", self.system)] if self.system else []) + [Message("user", user)]
@@ -105,6 +112,24 @@ class ToolUse(Environment):
     name = "tool_use"
     title = "one agent answers, calling tools (a sandboxed Python) on the way, in one conversation"
     config_section = ("tool_use", ToolUseConfig, "the tool environment: its tools, parser and limits")
+    warm_start_stem = "tool"
+
+    @staticmethod
+    def embedded_layout(problem: str) -> str:
+        """The embedded model's first user message: the problem in its layout (``____|____|347*29=``)."""
+        from satseq.data.arithmetic import render_prompt
+
+        return render_prompt(problem)
+
+    def embedded_task(self, seed: int = 0):
+        from satseq.envs.tool_use.task import ProductTask
+
+        return ProductTask(seed=seed)
+
+    def ensure_warm_start(self, output_dir, **kw):
+        from satseq.envs.tool_use.warm_start import ensure_tool_warm_start
+
+        return ensure_tool_warm_start(output_dir, **kw)
 
     def section(self, cfg) -> ToolUseConfig:
         return cfg.env.tool_use
@@ -149,7 +174,8 @@ class ToolUse(Environment):
         if system is None and kind != "embedded":
             system = HERMES_SYSTEM if parser == "hermes" else PYTHON_BLOCK_SYSTEM
         template = "" if kind == "embedded" else ("chat" if cfg.data.prompt_template == "boxed" else cfg.data.prompt_template)
-        out = ToolFormat(fmt, system, template, kind)
+        layout = self.embedded_layout if kind == "embedded" else None
+        out = ToolFormat(fmt, system, template, kind, layout=layout)
         out.parser, out.tools = parser, tools
         return out
 

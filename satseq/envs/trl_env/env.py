@@ -20,6 +20,7 @@ from typing import Optional
 from pydantic import Field
 
 from satseq.config.section import Section
+from satseq.envs.base import Environment
 from satseq.envs.common import load_dotted
 from satseq.envs.tool_use.env import ToolUse
 from satseq.errors import ConfigError
@@ -46,6 +47,11 @@ class TRLEnv(ToolUse):
     name = "trl_env"
     title = "a TRL environment_factory class: reset(**row), its public methods as tools, get_reward()"
     config_section = ("trl_env", TRLEnvConfig, "an environment written for TRL's environment_factory")
+    # not the tool environment's embedded task, warm start and prompt layout: the base ones, the problem as is
+    warm_start_stem = None
+    embedded_layout = None
+    embedded_task = Environment.embedded_task
+    ensure_warm_start = Environment.ensure_warm_start
 
     def section(self, cfg) -> TRLEnvConfig:
         return cfg.env.trl_env
