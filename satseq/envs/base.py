@@ -45,6 +45,8 @@ class Environment:
                                            # configs named a method: pag, mlmt)
     supports_custom_reward: bool = True    # reward.custom / reward.controller replace its reward
     max_turns: Optional[int] = None        # turns per episode when fixed (None: set by its settings)
+    last_turn_outcome: bool = False        # its last turn's reward is the episode's outcome for every role, so
+                                           # one policy credited by it (GRPO) may play roles credited apart
 
     # ------------------------------------------------------------------ config
     def config_defaults(self, cfg) -> dict[str, Any]:

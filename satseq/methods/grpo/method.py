@@ -47,7 +47,7 @@ class GRPO(Method):
                               f"rollout.max_new_tokens ({cfg.rollout.max_new_tokens})")
         env = self.environment(cfg)
         roles = env.role_names(cfg) or []
-        if getattr(env, "credit", "turn") == "role" and len(roles) > 1:  # satseq.update.turn_credit.env_credit
+        if getattr(env, "credit", "turn") == "role" and len(roles) > 1 and not env.last_turn_outcome:  # a game
             raise ConfigError(f"config key 'env.name': method=grpo credits an episode by its last turn's reward, and "
                               f"env {env.name}'s roles ({', '.join(roles)}) are credited apart: play one role "
                               f"(e.g. env.textarena.opponent=random) or train them with shared_policy, sat_seq or "

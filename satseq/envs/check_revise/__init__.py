@@ -1,0 +1,1 @@
+"""The ``check_revise`` environment (:mod:`satseq.envs.check_revise.env`)."""
