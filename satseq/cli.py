@@ -84,7 +84,8 @@ def train(args: Optional[List[str]] = typer.Argument(None, help="CONFIG.yaml fol
 @user_errors
 def sft(out: Path = typer.Option(Path("outputs"), help="output_dir; the warm start goes to OUT/embedded/"),
         task: str = typer.Option("base", help="which embedded warm start: base (the arithmetic task's) | chain "
-                                             "(data.embedded_task=chain) | coach or mlmt (sum of three) | self_verify or pag (multi-turn); "
+                                             "(data.embedded_task=chain) | coach or mlmt (sum of three) | self_verify or pag (multi-turn) | "
+                                             "tool_use (a product, half its episodes calling the Python tool); "
                                              "each trained to its validation target, docs/embedded_default.md"),
         steps: Optional[int] = typer.Option(None, help="base: a fixed number of SFT steps (cosine schedule) instead "
                                                  "of training to the validation target"),
