@@ -10,7 +10,10 @@ The coder never answers and the answerer never runs code: their skills differ, w
 literature finds separate agents pay (AT-GRPO's coder + tester). The reward is the environment's, per
 seat as in the relay: the coder's own turn is worth ``reward.own`` × (what its program printed is the
 answer, graded by the problem's scorer), the answerer's ``reward.own`` × its answer's correctness, and
-the last turn adds ``reward.team`` × the final answer's correctness. Per-seat metrics: ``code/ran``
+the last turn adds ``reward.team`` × the final answer's correctness. The credit is per seat (``credit =
+"role"``: each seat's advantages from its own reward, :mod:`satseq.update.turn_credit`), so SAT-Seq and
+the simultaneous update seat one agent on each role; the last turn's reward, (own + team) × the
+answer's correctness, is the episode's outcome, which GRPO credits every turn with. Per-seat metrics: ``code/ran``
 (the program exited cleanly), ``code/output_correct``, ``code/blocks`` (a program was written),
 ``answer/accuracy``, ``answer/copies_output`` (the answer is what the program printed) and the final
 accuracy, ``rollout/vote_accuracy``.
@@ -135,6 +138,8 @@ class CodeAnswer(Environment):
     title = "a coder writes a program that the sandbox runs; an answerer reads it and its output and answers"
     config_section = ("code_answer", CodeAnswerConfig, "the coder → answerer environment")
     max_turns = 2
+    credit = "role"             # each seat's advantages over its own turn (satseq.update.turn_credit): SAT-Seq
+    last_turn_outcome = True    # and simultaneous seat an agent a role; GRPO credits every turn with the last's
 
     def role_names(self, cfg) -> list[str]:
         return [CODER, ANSWERER]
