@@ -234,7 +234,8 @@ def run_engine(cfg: TrainConfig, tokenizer, device: str, *, instance: str = ""):
     fused = cfg.rollout.fused and cfg.model.quantization == "none"
     return make_engine(cfg.rollout.engine, tokenizer, batch_size=cfg.rollout.batch_size, device=device,
                        fused=fused, dtype=cfg.rollout.dtype, vllm=cfg.rollout.vllm,
-                       gemm=cfg.rollout.decode_gemm, instance=instance)
+                       gemm=cfg.rollout.decode_gemm, instance=instance, prefix_cache=cfg.rollout.prefix_cache,
+                       prefix_cache_gb=cfg.rollout.prefix_cache_gb)
 
 
 def build_runtime(cfg: TrainConfig, method, console=print) -> Runtime:

@@ -14,13 +14,17 @@ text.
 Every episode samples from its own stream (:mod:`satseq.rollout.streams`), so its tokens do not
 depend on which other episodes share its batch. Two bounds end every episode: ``max_turns`` turns,
 and the model's context (a prompt that leaves fewer than ``sampling.max_new_tokens`` tokens ends the
-episode before it is sampled; :attr:`Session.stop` says ``context``).
+episode before it is sampled; :attr:`Session.stop` says ``context``). A turn that continues a
+conversation prefills only its new tokens where the engine keeps the conversation's keys and values
+(:func:`satseq.rollout.prefix_cache.continuing`).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional, Protocol, runtime_checkable
 
 from satseq.records import Episode, Problem, Turn
+from satseq.rollout.prefix_cache import continuing
 from satseq.rollout.types import Generation, SamplingParams
 from satseq.workflows.base import EpisodeWorkflow, TurnSampler
 
@@ -66,6 +70,9 @@ class InteractiveWorkflow(EpisodeWorkflow):
         return context_length_of(module(agent)) if module is not None else None
 
     def play(self, episodes: list[Episode], turns: TurnSampler) -> None:
+        # later turns prefill only what is new: satseq's engine keeps each conversation's keys and values
+        # for this rollout (rollout.prefix_cache; vLLM caches prefixes itself)
+        turns = dataclasses.replace(turns, engine=continuing(turns.engine))
         sessions = [self.start(ep.problem) for ep in episodes]
         contexts = {agent: self._context(turns, agent) for agent in set(self.agents.values())}
         while True:
