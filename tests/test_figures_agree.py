@@ -98,8 +98,7 @@ def _table_rows(body: str, first_header_cell: str) -> list[list[str]]:
 
 HEADLINES = {k: v for k, v in json.loads((DOCS / "headlines.json").read_text()).items() if not k.startswith("_")}
 # which section of results.md measures each bench/figures/reproduce.py case
-CASE_SECTION = {"quickstart": "Quickstart", "chain": "SAT-Seq vs the simultaneous update vs GRPO",
-                "pag": "Comparison at one budget", "mlmt": "Comparison at one budget"}
+CASE_SECTION = {"quickstart": "Quickstart", "pag": "Comparison at one budget"}
 
 
 def test_reproduce_table_is_headlines_json():

@@ -36,7 +36,7 @@ def test_every_documented_headline_is_read_from_its_case_output(tmp_path):
     _fake_outputs(tmp_path)
     headlines = json.loads((REPO / "docs" / "headlines.json").read_text())
     cases = [c for c in headlines if not c.startswith("_")]
-    assert set(cases) <= set(bench.CASES) and "chain" in cases and "quickstart" in cases
+    assert set(cases) <= set(bench.CASES) and "quickstart" in cases and "pag" in cases
     for case in cases:
         measured = bench.CASES[case](tmp_path)  # outputs present: read back, nothing re-run
         for fig in headlines[case]["figures"]:
