@@ -256,3 +256,28 @@ def test_grpo_in_the_tool_environment_with_the_cache_resumes_bit_for_bit_after_s
     rows = metric_rows(a)
     assert len(rows) == 2 and rows == metric_rows(b)
     assert all(r["tools/turns"] > 1 for r in rows), rows  # episodes went on: later turns were continued
+
+
+def test_vllm_is_started_with_its_prefix_caching_on(tiny, monkeypatch):
+    """vLLM continues conversations from its own prefix cache: the engine is built with
+    ``enable_prefix_caching=True`` (checked on the constructor's arguments; vLLM itself need not be installed)."""
+    import types
+
+    from satseq.errors import ConfigError
+    from satseq.rollout import vllm_engine
+
+    seen = {}
+
+    class LLM:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+            raise RuntimeError("not vLLM")
+
+    monkeypatch.setattr(vllm_engine, "_import_vllm", lambda: (types.SimpleNamespace(LLM=LLM, __version__="0"), None))
+    monkeypatch.setattr(vllm_engine, "_ENGINES", {})
+    monkeypatch.setattr(vllm_engine, "_prepare_environment", lambda settings, device: None)
+    monkeypatch.setattr(vllm_engine.VLLMEngine, "_check_architecture", lambda self, arch: None)
+    model, tok = tiny
+    with pytest.raises(ConfigError, match="vLLM could not start"):
+        vllm_engine.VLLMEngine(tok)._start(model)
+    assert seen["enable_prefix_caching"] is True
