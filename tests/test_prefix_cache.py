@@ -177,6 +177,38 @@ def test_the_store_keeps_only_what_the_same_weights_computed(tiny):
     assert [k[1][0] for k in small.entries] == [2, 3]
 
 
+@pytest.mark.numerics
+def test_lora_agents_continue_their_own_conversations(tiny):
+    """Two LoRA adapters on one base, turns alternating between them in one rollout (a two-agent game): each
+    finds only the keys and values its own weights computed (another adapter, or the adapters switched off
+    for the reference policy, is another model state), and its log-probs are the trainer's."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    base, tok = tiny
+    lora = dict(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], init_lora_weights=False)
+    model = get_peft_model(copy.deepcopy(base), LoraConfig(**lora), adapter_name="first")
+    model.add_adapter("second", LoraConfig(**lora))
+    model.eval()
+    states = {}
+    for name in ("first", "second"):
+        model.set_adapter(name)
+        states[name] = model_state(model, torch.float32)
+        with model.disable_adapter():
+            states[name + "-off"] = model_state(model, torch.float32)
+    assert len(set(states.values())) == 4 and states["first-off"][3] != states["first"][3]
+    engine = make_engine("hf", tok).continuing()
+    runs = {}
+    for name in ("first", "second", "first", "second"):  # the same conversations, each adapter its own copy
+        model.set_adapter(name)
+        runs[name] = four_turns(engine, model, tok, n=2, seed=7)
+    for name, (convs, gens) in runs.items():
+        model.set_adapter(name)
+        assert _gap(model, convs, gens, tok.pad_token_id) < 1.0, name
+    assert engine.prefix_store.hits == 4 * 3 * 2  # every later turn continued its own adapter's rows
+
+
 def test_the_setting_off_and_engines_without_a_cache_prefill_whole(tiny):
     _, tok = tiny
     off = make_engine("hf", tok, prefix_cache=False)

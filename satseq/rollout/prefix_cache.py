@@ -46,11 +46,14 @@ _TAIL = 8
 
 def model_state(model, dtype: torch.dtype) -> tuple:
     """What a row's keys and values depend on besides its ids: the model object, its parameters'
-    versions (an update or a weight load bumps them), the active adapters and the rollout dtype."""
+    versions (an update or a weight load bumps them), the active adapters, whether they are switched off
+    or merged (a LoRA pool's reference policy: ``disable_adapter()``) and the rollout dtype."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     adapters = tuple(getattr(model, "active_adapters", ()) or ()) if hasattr(model, "get_base_model") else ()
+    lora = tuple((bool(getattr(m, "disable_adapters", False)), bool(getattr(m, "merged", False)))
+                 for m in inner.modules() if hasattr(m, "lora_A")) if adapters else ()
     params = list(inner.parameters())
-    return (id(inner), dtype, adapters, tuple(p._version for p in params), tuple(id(p) for p in params))
+    return (id(inner), dtype, adapters, lora, tuple(p._version for p in params), tuple(id(p) for p in params))
 
 
 @dataclass
