@@ -167,32 +167,26 @@ FAST = ["env.name=check_revise", "trainer.train_batch_size=2", "grpo.group_size=
         "sat_seq.certificate.prompts=0", "sat_seq.lr=1e-3"]
 
 
-def test_sat_seq_trains_it_resumes_exactly_and_is_evaluated_in_it(tiny_dir, tmp_path):
+def test_sat_seq_trains_it_resumes_exactly_after_a_kill_and_is_evaluated_in_it(tiny_dir, tmp_path):
+    """An agent per seat under SAT-Seq through the CLI: a run SIGKILLed in the middle of stage 1 and run again
+    equals one run straight (metrics and weights); ``satseq eval`` replays it in the environment."""
+    from contract_cli import metric_rows, train_kill_resume
     from typer.testing import CliRunner
 
-    import satseq
-    from satseq.api import load
     from satseq.cli import app
-    from satseq.loop import train as run_train
 
-    args = [f"model.path={tiny_dir}", "method=sat_seq", *FAST, "run_name=r"]
-    straight = satseq.train(None, [*args, f"output_dir={tmp_path / 'a'}"])
-    info = json.loads((straight.run_dir / "run_info.json").read_text())
-    assert set(info["agents"]) == {"solver", "checker", "reviser"}
-    assert "eval/checker/verdict_accuracy" in straight.final and "eval/vote_accuracy" in straight.final
-    run_train(load(None, [*args, f"output_dir={tmp_path / 'b'}"]), stop_after=1)
-    resumed = satseq.train(None, [*args, f"output_dir={tmp_path / 'b'}"])
-
-    def drop_time(rows):
-        return [{k: v for k, v in row.items() if not k.startswith("time") and k != "wall_time"} for row in rows]
-
-    assert drop_time(straight.metrics) == drop_time(resumed.metrics)
-    ev = CliRunner().invoke(app, ["eval", "--checkpoint_dir", str(straight.run_dir), "--dataset", "embedded",
+    args = ["train", f"model.path={tiny_dir}", "method=sat_seq", *FAST, f"output_dir={tmp_path}"]
+    a, b = train_kill_resume(__file__, args, tmp_path)
+    rows = metric_rows(a)
+    assert len(rows) == 2 and rows == metric_rows(b)
+    assert "eval/checker/verdict_accuracy" in rows[-1] and "eval/vote_accuracy" in rows[-1]
+    assert set(json.loads((a / "run_info.json").read_text())["agents"]) == {"solver", "checker", "reviser"}
+    ev = CliRunner().invoke(app, ["eval", "--checkpoint_dir", str(a), "--dataset", "embedded",
                                   "--limit", "3", "--n", "2", "--output_dir", str(tmp_path / "ev"),
                                   "--max_new_tokens", "8", "--threads", "1"])
     assert ev.exit_code == 0, ev.output[-2000:]
-    rows = [json.loads(x) for x in (tmp_path / "ev" / "predictions.jsonl").read_text().splitlines()]
-    assert len(rows) == 3 and all(len(r["verdicts"]) == 2 and r["roles"][0][0] == "solver" for r in rows)
+    lines = [json.loads(x) for x in (tmp_path / "ev" / "predictions.jsonl").read_text().splitlines()]
+    assert len(lines) == 3 and all(len(r["verdicts"]) == 2 and r["roles"][0][0] == "solver" for r in lines)
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["workflow"] == "self_verify" and "turn1" in metrics
 

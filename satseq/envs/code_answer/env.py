@@ -141,6 +141,9 @@ class CodeAnswer(Environment):
     credit = "role"             # each seat's advantages over its own turn (satseq.update.turn_credit): SAT-Seq
     last_turn_outcome = True    # and simultaneous seat an agent a role; GRPO credits every turn with the last's
 
+    def config_defaults(self, cfg) -> dict:
+        return {"sat_seq.certificate.prompts": 0}  # the certificate bounds the relay's vote
+
     def role_names(self, cfg) -> list[str]:
         return [CODER, ANSWERER]
 
