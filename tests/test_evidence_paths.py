@@ -21,7 +21,6 @@ BUDGET = re.compile(r"size budget: (\d+) MB", re.IGNORECASE)
 #: index rows (by the start of their claim) whose figures are not kept yet: why, and the commit to state
 NOT_KEPT = {
     "quickstart (chain task)": ("re-measured on several warm-start builds by issue 65 item 9", "ed075a5"),
-    "the SAT-Seq certificate holds": ("the chain certificate's 41-batch coverage check, not re-run yet", "3fffdc1"),
     "the base warm start does not depend": ("the six builds' table, at cb740b4's warm-start code", "cb740b4"),
     "every method at 60,000 tokens": ("the one-build comparison, being re-measured on two builds", "aeeb4b8"),
     "asynchronous rollouts (`trainer.max_staleness`), 2 cores": ("a timing, not kept", "37db168"),
