@@ -79,11 +79,16 @@ class PhaseClock:
     def __init__(self, console, progress: Progress, phases=PHASES, **fill):
         self.console, self.progress, self.phases, self.fill = console, progress, phases, fill
         self.spent: dict[str, float] = {}
+        self.estimates: list[tuple[float, float]] = []  # (seconds since the clock began, seconds left said)
         self._key: Optional[str] = None
-        self._t0 = 0.0
+        self._t0 = self.began = time.perf_counter()
 
     def left(self) -> str:
-        return f"about {duration(seconds_left(self.progress))} left"
+        """The time left, as printed; recorded with when it was said, so that a finished run shows how
+        far each estimate was from the truth (results.json's ``timings_s.estimates``)."""
+        left = seconds_left(self.progress)
+        self.estimates.append((round(time.perf_counter() - self.began, 1), round(left, 1)))
+        return f"about {duration(left)} left"
 
     def start(self, key: str) -> None:
         self.stop()
@@ -198,6 +203,7 @@ class SideBySide:
                     progress.before_done = True
                     _print_before(con, before)
                 progress.before_elapsed = time.perf_counter() - t0
+                progress.now = time.time()  # the clock of the metrics files' modification times
                 _observe(progress, self.cfgs)
                 if polls % REPORT_EVERY == 0:
                     con.print("    " + " · ".join(f"{RUNS[m]} {progress.runs[m].done}/{c.trainer.num_stages}"
@@ -208,6 +214,12 @@ class SideBySide:
             a, b = self.futures["lane_a"].result(), self.futures["lane_b"].result()
         dirs = dict(zip(LANES[0][1:], a)) | dict(zip(LANES[1], b))
         return before, {m: Path(d) for m, d in dirs.items()}
+
+
+def estimate_errors(estimates: list[tuple[float, float]], total: float) -> list[dict]:
+    """Each printed time left beside the time that was actually left (``total`` − when it was said)."""
+    return [{"at_s": at, "said_s": said, "actual_s": round(total - at, 1),
+             "error": round(said / (total - at) - 1, 3) if total - at > 0 else None} for at, said in estimates]
 
 
 def _print_before(con, before: dict) -> None:
@@ -323,6 +335,7 @@ def run_quickstart(output_dir: Path = Path("outputs"), stages: int | None = None
     results["timings_s"].update(clock.spent)
     results["timings_s"]["total"] = time.perf_counter() - t_start
     results["timings_s"]["runs"] = {m: {"s_per_stage": r.seconds_per_stage()} for m, r in progress.runs.items()}
+    results["timings_s"]["estimates"] = estimate_errors(clock.estimates, time.perf_counter() - clock.began)
 
     # 6. the table
     cell = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731

@@ -81,6 +81,7 @@ class Progress:
     tail_spent: dict[str, float] = field(default_factory=dict)
     eval_scale: float = 1.0  # held-out problems / the reference's (the evaluations scale with it)
     toks: Optional[float] = None  # the rollout engine's measured generated tokens per second
+    now: Optional[float] = None  # the time of this estimate, on the runs' clock (what RunTrack.observe got)
 
 
 def pace(prog: Progress, ref: dict = REFERENCE) -> float:
@@ -92,14 +93,18 @@ def pace(prog: Progress, ref: dict = REFERENCE) -> float:
     return ref["toks"] / prog.toks if prog.toks else 1.0
 
 
-def _run_left(r: RunTrack, p: float, ref: dict) -> float:
+def _run_left(r: RunTrack, p: float, ref: dict, now: Optional[float]) -> float:
+    """A run's seconds left: its stages to come at its measured seconds per stage, and its end; less the
+    time since its last stage ended (that much of the next one is done), down to nothing."""
     start, stage, end = ref["runs"][r.method]
     if r.done >= r.stages:
         return 0.0
     measured = r.seconds_per_stage()
     if r.done == 0:
         return p * (start + r.stages * stage + end)
-    return (r.stages - r.done) * (measured if measured is not None else p * stage) + p * end
+    left = (r.stages - r.done) * (measured if measured is not None else p * stage) + p * end
+    since = now - r.last[0] if now is not None and r.last is not None else 0.0
+    return max(left - since, 0.0)
 
 
 def seconds_left(prog: Progress, ref: dict = REFERENCE) -> float:
@@ -112,7 +117,7 @@ def seconds_left(prog: Progress, ref: dict = REFERENCE) -> float:
                 if not prog.before_done:
                     left += max(p * ref["before"] * prog.eval_scale - prog.before_elapsed, 0.0)
             else:
-                left += _run_left(prog.runs[piece], p, ref)
+                left += _run_left(prog.runs[piece], p, ref, prog.now)
         lanes.append(left)
     spent = {k: v for k, v in prog.tail_spent.items() if k in ref["tail"]}
     p_tail = sum(spent.values()) / (prog.eval_scale * sum(ref["tail"][k] for k in spent)) if spent else p

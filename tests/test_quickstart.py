@@ -34,6 +34,8 @@ def test_quickstart_prints_the_chain_table_and_writes_its_results(tmp_path):
     assert "chain warm start: the three agents' vote" in r.output
     res = json.loads((tmp_path / "quickstart" / "results.json").read_text())
     assert res["task"] == "chain" and res["stages"] == 1 and res["n_problems"] == 6
+    said = res["timings_s"]["estimates"]  # every printed time left, beside the time that was left
+    assert len(said) >= 4 and all(e["actual_s"] >= 0 and set(e) == {"at_s", "said_s", "actual_s", "error"} for e in said)
     for col in ("before", "sat_seq", "shared_policy", "grpo"):
         assert 0.0 <= res[col]["vote"] <= 1.0
     assert res["sat_seq"]["one_pass"] is None
@@ -73,6 +75,13 @@ def test_the_time_left_is_the_longer_lanes_remaining_work_at_the_measured_pace()
     assert runs["b"].seconds_per_stage() == 3.0 and pace(prog, ref) == 3.0
     # lane 1: 3·20 − 30 + 3·(5 + 20 + 1) = 108; lane 2: 7 stages × 3 s + 3·0 + 3·23 = 90; tail 3 × 40
     assert seconds_left(prog, ref) == 108 + 120
+    # time since a run's last stage counts as done: 2 s after b's third stage, lane 2 = 19 + 69 (lane 1 still 108)
+    prog.now = 18.0
+    assert seconds_left(prog, ref) == 108 + 120
+    runs["a"].observe(1, 18.0)
+    prog.now = 21.0
+    # lane 1: 30 + a's 9 stages at 3·2 s + 3·1 − 3 s since its first = 84; lane 2: 21 − 5 + 69 = 85, the longer
+    assert seconds_left(prog, ref) == 85 + 120
     # the trainings done, the first evaluation took 5 s of its reference 10: the last one is charged 0.5 × 30
     prog.before_done = True
     for r in runs.values():
