@@ -1,7 +1,7 @@
 """Run a `satseq compare` recipe on several warm-start builds (SFT seeds), keep each build's study, and
 report the spread over builds beside the spread over RL seeds (issue 65, item 4).
 
-    python bench/studies/builds.py run RECIPE --out DIR --builds 0 1 [--task base|self_verify|...] [--runs a,b]
+    python bench/studies/builds.py run RECIPE --out DIR --builds 0 1 [--task base|self_verify|...] [--runs a,b] [--tokens N]
     python bench/studies/builds.py report DIR [--claim RUN>RUN ...]
     python bench/studies/builds.py save DIR bench/studies/<study>
     python bench/studies/builds.py restore bench/studies/<study> DIR      # then `run` again goes on where it stopped
@@ -46,9 +46,12 @@ def warm_start_path(warm_root: Path, task: str, build: int) -> Path:
     return method_warm_start_dir(warm_root, stem, build)
 
 
-def build_recipe(recipe: Path, warm: Path) -> dict:
-    """RECIPE with every run started from ``warm`` (``model.path`` appended to ``common``)."""
+def build_recipe(recipe: Path, warm: Path, tokens: int | None = None) -> dict:
+    """RECIPE with every run started from ``warm`` (``model.path`` appended to ``common``), and its budget
+    ``tokens`` generated tokens a run when given."""
     spec = yaml.safe_load(recipe.read_text())
+    if tokens:
+        spec["budget"] = {"tokens": tokens}
     common = spec.get("common") or []
     if isinstance(common, dict):
         common = [f"{k}={v}" for k, v in common.items()]
@@ -57,7 +60,7 @@ def build_recipe(recipe: Path, warm: Path) -> dict:
 
 
 def run(recipe: Path, out: Path, builds: list[int], task: str, runs: str | None, jobs: int,
-        warm_root: Path | None = None) -> None:
+        warm_root: Path | None = None, tokens: int | None = None) -> None:
     out = out.resolve()
     warm_root = (warm_root or out / "warm_starts").resolve()
     for b in builds:
@@ -68,7 +71,7 @@ def run(recipe: Path, out: Path, builds: list[int], task: str, runs: str | None,
         d = out / f"build{b}"
         d.mkdir(parents=True, exist_ok=True)
         (d / "recipe.yaml").write_text(f"# {recipe} on warm-start build {b} (bench/studies/builds.py)\n"
-                                       + yaml.safe_dump(build_recipe(recipe, warm), sort_keys=False))
+                                       + yaml.safe_dump(build_recipe(recipe, warm, tokens), sort_keys=False))
         cmd = [_satseq(), "compare", str(d / "recipe.yaml"), "--out", str(d), "--no_progress", "--jobs", str(jobs)]
         if runs:
             cmd += ["--runs", runs]
@@ -162,6 +165,7 @@ def main() -> None:
     r.add_argument("--runs", default=None, help="satseq compare --runs")
     r.add_argument("--jobs", type=int, default=1)
     r.add_argument("--warm-root", type=Path, default=None, help="where the warm starts are built (default OUT/warm_starts)")
+    r.add_argument("--tokens", type=int, default=None, help="the budget in generated tokens a run, instead of the recipe's")
     p = sub.add_parser("report")
     p.add_argument("out", type=Path)
     p.add_argument("--claim", nargs="*", default=[], help="RUN>RUN: checked on each build")
@@ -174,7 +178,7 @@ def main() -> None:
     t.add_argument("out", type=Path)
     a = ap.parse_args()
     if a.cmd == "run":
-        run(a.recipe, a.out, a.builds, a.task, a.runs, a.jobs, a.warm_root)
+        run(a.recipe, a.out, a.builds, a.task, a.runs, a.jobs, a.warm_root, a.tokens)
     elif a.cmd == "report":
         print(report(a.out, a.claim, a.metric))
     elif a.cmd == "save":
