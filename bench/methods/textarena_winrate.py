@@ -9,6 +9,12 @@ each, and this script reads each game's outcome from ``predictions.jsonl``::
 Per role when the run seats LLMs in both seats (``opponent=none``): each role's rates against the other.
 
     python bench/methods/textarena_winrate.py RUN_DIR [RUN_DIR ...] --n 200 [--stage S] [--out table.json]
+
+The trivial baseline, a player that plays a uniformly random listed move (seeded by the game's seed + 1 so it is
+not the opponent's stream) in the LLM's seat, against the same opponent on the same held-out seeds::
+
+    python bench/methods/textarena_winrate.py --random-player [--game TicTacToe-v0] [--opponent random]
+        [--seat alternate] --n 200
 """
 from __future__ import annotations
 
@@ -25,7 +31,11 @@ OUTCOMES = ("win", "draw", "loss", "unfinished")
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("runs", nargs="+", help="run directories of env.name=textarena runs")
+    ap.add_argument("runs", nargs="*", help="run directories of env.name=textarena runs")
+    ap.add_argument("--random-player", action="store_true", help="the trivial baseline: a random player in the seat")
+    ap.add_argument("--game", default="TicTacToe-v0", help="--random-player: the game")
+    ap.add_argument("--opponent", default="random", choices=["random", "first_legal"], help="--random-player: the opponent")
+    ap.add_argument("--seat", default="alternate", help="--random-player: 0, 1 or alternate (the seed's parity)")
     ap.add_argument("--n", type=int, default=100, help="held-out seeds (games) per run")
     ap.add_argument("--stage", type=int, default=None, help="the run's stage to evaluate (default: its last)")
     ap.add_argument("--max-new-tokens", type=int, default=None, help="tokens per move (default: the run's)")
@@ -61,9 +71,42 @@ def winrate(run_dir: Path, n: int, stage, max_new_tokens, threads) -> dict:
     return {role: rates(outs) for role, outs in sorted(per_role.items())}
 
 
+def random_player(game: str, opponent: str, seat: str, n: int) -> dict:
+    """A random listed move in ``seat`` against ``opponent`` on the held-out seeds (the environment's eval
+    split); each game ends when TextArena says it is over."""
+    from satseq.envs.common import EVAL_SEED_BASE
+    from satseq.envs.textarena.env import Opponent, make_game
+
+    outcomes = []
+    for i in range(n):
+        seed = EVAL_SEED_BASE + i
+        mine = seed % 2 if seat == "alternate" else int(seat)
+        env = make_game(game)
+        env.reset(num_players=2, seed=seed)
+        players = {mine: Opponent("random", seed + 1), 1 - mine: Opponent(opponent, seed)}
+        done = False
+        while not done:
+            pid, obs = env.get_observation()
+            done, _ = env.step(players[pid].move(obs))
+        closed = env.close()
+        rewards = closed[0] if isinstance(closed, tuple) else closed
+        r = rewards.get(mine, 0)
+        outcomes.append("win" if r > 0 else "loss" if r < 0 else "draw")
+    return {"player": rates(outcomes)}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     table = {}
+    if args.random_player:
+        name = f"random_player:{args.game}:{args.opponent}:seat={args.seat}"
+        table[name] = random_player(args.game, args.opponent, args.seat, args.n)
+        args.runs = []
+        r = table[name]["player"]
+        print(f"{name}  win {r['win']:.3f} ± {r['win_se']:.3f}  draw {r['draw']:.3f}  loss {r['loss']:.3f}  "
+              f"({r['games']} games)")
+    elif not args.runs:
+        raise SystemExit("textarena_winrate.py: give run directories, or --random-player")
     for run in args.runs:
         table[run] = winrate(Path(run), args.n, args.stage, args.max_new_tokens, args.threads)
         for role, r in table[run].items():
