@@ -2,7 +2,7 @@
 
 Four-turn conversations (user → assistant → tool → assistant → user → assistant → tool → assistant) on the
 embedded tiny model and on a tiny random model under SmolLM2's chat template (tests/test_conversation_tokens.py):
-with the cache, later turns prefill only their new tokens; the sampled tokens' log-probs are what the trainer's
+with the cache, later turns prefill only their new tokens (the fused decode, and the model's own forward); the sampled tokens' log-probs are what the trainer's
 forward on the concatenated ids gives (within tests/numerics.py's tolerance), greedy ids are full prefill's, a
 seeded run repeats exactly, the first turn is full prefill's bit for bit, and a GRPO run in the tool environment
 (every turn a tool call: four-turn episodes) resumes bit for bit after a SIGKILL. Single-turn and relay
@@ -113,6 +113,28 @@ def test_greedy_turns_are_full_prefills_and_the_first_turn_is_bit_identical(case
         for a, b in zip(f[1:], r[1:]):
             ref = torch.tensor(a.logprobs)
             assert (ref - torch.tensor(b.logprobs)).abs().max() <= fp_tol(ref)
+
+
+@pytest.mark.numerics
+def test_the_models_own_forward_continues_too_and_sliding_windows_prefill_whole(tiny):
+    """``rollout.fused=false`` (or an architecture the fused decode does not run): the kept rows go back into
+    the model's ``DynamicCache``, with the same guarantees; a decoder with sliding-window layers (whose cache
+    keeps only the window) is never continued."""
+    from satseq.models.tiny import build_tiny_model
+
+    model, tok = models("embedded", tiny, None)
+    engine = make_engine("hf", tok, fused=False).continuing()
+    convs, gens = four_turns(engine, model, tok)
+    assert engine.prefix_store.hits == 3 * 4 and _gap(model, convs, gens, tok.pad_token_id) < 1.0
+    full = four_turns(make_engine("hf", tok, fused=False, prefix_cache=False), model, tok, temperature=0.0)[1]
+    reuse = four_turns(make_engine("hf", tok, fused=False).continuing(), model, tok, temperature=0.0)[1]
+    assert [[g.response_ids for g in gs] for gs in full] == [[g.response_ids for g in gs] for gs in reuse]
+    assert [gs[0].logprobs for gs in full] == [gs[0].logprobs for gs in reuse]
+    windowed, wtok = build_tiny_model(seed=0, max_positions=512)
+    windowed.config.use_sliding_window, windowed.config.sliding_window = True, 16
+    engine = make_engine("hf", wtok).continuing()
+    four_turns(engine, windowed.eval(), wtok, n=2, max_new_tokens=4)
+    assert engine.prefix_store.hits == engine.prefix_store.misses == 0 and not engine.prefix_store.entries
 
 
 def test_a_seeded_run_repeats_exactly(tiny):

@@ -37,7 +37,7 @@ def _dense_fused_engine():
     shipped chain warm start's fingerprint.)"""
     from satseq.rollout import fused_decode
     from satseq.rollout.hf_engine import HFEngine
-    from satseq.rollout.prefix_cache import continuing_view
+    from satseq.rollout.prefix_cache import continues_with_own_forward, continuing_view
 
     class Engine(HFEngine):
         prefix_cache = True   # rollout.prefix_cache: interactive rollouts continue conversations from their cache
@@ -48,13 +48,16 @@ def _dense_fused_engine():
             if self.fused and _bitsandbytes(model):
                 self.fused = False
                 try:
-                    return super()._stepper(model, ids, mask, pos, max_new_tokens)
+                    return self._stepper(model, ids, mask, pos, max_new_tokens)
                 finally:
                     self.fused = True
-            if self.prefix_store is not None and self.fused and fused_decode.supports(model):
-                dtype = self.dtype or next(model.parameters()).dtype
-                weights = self._weights.get(model, dtype, rows=len(ids), gemm=self.gemm)
-                return self.prefix_store.decoder(self, model, weights, ids, mask, pos, max_new_tokens)
+            if self.prefix_store is not None:
+                if self.fused and fused_decode.supports(model):
+                    dtype = self.dtype or next(model.parameters()).dtype
+                    weights = self._weights.get(model, dtype, rows=len(ids), gemm=self.gemm)
+                    return self.prefix_store.decoder(model, weights, ids, mask, pos, max_new_tokens)
+                if continues_with_own_forward(model):
+                    return self.prefix_store.stepper(model, ids, mask, pos)
             return super()._stepper(model, ids, mask, pos, max_new_tokens)
 
         def generate(self, model, prompts, sampling, generator=None):

@@ -27,7 +27,9 @@ row is prefilled exactly as the fused decode does (the first turn is bit-identic
 Later turns equal full prefill up to floating-point order (other GEMM shapes; the cached keys of sampled
 tokens come from the decode's one-row GEMMs): the log-probs match the trainer's forward on the whole ids
 within ``fp_tol`` and greedy ids match (tests/test_prefix_cache.py). Models the fused decode does not run
-(other architectures, a quantized base) prefill whole every turn.
+(other architectures, a quantized base, ``rollout.fused=false``) continue through their own forward:
+:class:`ContinuedHFStepper` hands the kept rows to a ``DynamicCache`` the same way (left-padded, masked);
+decoders with sliding-window layers (whose cache keeps only the window) prefill whole every turn.
 """
 from __future__ import annotations
 
@@ -38,7 +40,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from transformers import DynamicCache
+
 from satseq.rollout.fused_decode import FusedDecoder, FusedWeights
+from satseq.rollout.hf_engine import _HFStepper, cache_layers, last_logits_only, pass_cache
 
 #: tokens of a kept row's tail that index it (a lookup checks the whole prefix of a candidate)
 _TAIL = 8
@@ -118,7 +123,7 @@ class PastStore:
             if not any(s[0] == state and s[1] == len(ids) for s in self._index):
                 self._lengths[state].discard(len(ids))
 
-    def decoder(self, engine, model, weights: FusedWeights, ids, mask, positions, max_new_tokens):
+    def decoder(self, model, weights: FusedWeights, ids, mask, positions, max_new_tokens):
         """The fused decoder of one batch, its rows' kept keys and values looked up (and registered, so
         that :meth:`collect` keeps what it decodes)."""
         state = model_state(model, weights.dtype)
@@ -130,6 +135,17 @@ class PastStore:
                                state=state, store=self)
         self._open.append(dec)
         return dec
+
+    def stepper(self, model, ids, mask, positions):
+        """The model's own forward for one batch (:class:`ContinuedHFStepper`), its rows' kept keys and
+        values looked up and registered as :meth:`decoder`'s."""
+        state = model_state(model, next(model.parameters()).dtype)
+        P = ids.shape[1]
+        prompts = [ids[i, P - n:].tolist() for i, n in enumerate(mask.sum(1).tolist())]
+        pasts = [self.lookup(state, p) for p in prompts]
+        step = ContinuedHFStepper(model, ids, mask, positions, prompts=prompts, pasts=pasts, state=state, store=self)
+        self._open.append(step)
+        return step
 
     def collect(self) -> None:
         """After a ``generate``: drop the rows continued by it, keep the rows it decoded."""
@@ -230,6 +246,77 @@ class ContinuedDecoder(FusedDecoder):
         layers = [(k[j, :, :n][:, slots], v[j, :, :n][:, slots]) for k, v in zip(self.keys, self.values)]  # copies
         assert layers[0][0].shape[1] == len(self.row_ids[j]), "kept slots and ids disagree"
         self.store.put(self.state, Past(tuple(self.row_ids[j]), layers))
+
+
+def continues_with_own_forward(model) -> bool:
+    """Whether a ``DynamicCache`` of ``model`` holds every position of every layer (no sliding-window layers:
+    their cache keeps only the window), so kept rows can be handed back to it."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cfg = getattr(inner, "config", None)
+    if cfg is None:
+        return False
+    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+        return False
+    return all(t == "full_attention" for t in (getattr(cfg, "layer_types", None) or ()))
+
+
+class ContinuedHFStepper(_HFStepper):
+    """:class:`ContinuedDecoder` through the model's own forward: the kept rows left-padded into a
+    ``DynamicCache`` (``[B, H_kv, C, d]`` a layer, the padding masked out), the new tokens run after them
+    with the attention mask ``[kept | new]`` and the conversation's positions. Without a kept row, the
+    engine's own stepper (bit-identical to full prefill)."""
+
+    def __init__(self, model, ids, mask, positions, *, prompts, pasts, state, store: PastStore):
+        self.store, self.state = store, state
+        self.row_ids = [list(p) for p in prompts]
+        if all(p is None for p in pasts):
+            super().__init__(model, ids, mask, positions)
+            return
+        dev, B = ids.device, len(prompts)
+        cached = [len(p.ids) if p is not None else 0 for p in pasts]
+        new = [len(p) - c for p, c in zip(prompts, cached)]
+        C, T = max(cached), max(new)
+        like = next(p for p in pasts if p is not None).layers
+        self.cache = DynamicCache()
+        kept = torch.zeros(B, C, dtype=torch.long, device=dev)
+        for layer, (k0, v0) in enumerate(like):
+            K = k0.new_zeros(B, k0.shape[0], C, k0.shape[2])
+            V = v0.new_zeros(B, v0.shape[0], C, v0.shape[2])
+            for i, (past, c) in enumerate(zip(pasts, cached)):
+                if past is not None:
+                    K[i, :, C - c:], V[i, :, C - c:] = past.layers[layer]
+            self.cache.update(K.to(dev), V.to(dev), layer)
+        suffix = torch.full((B, T), int(ids[0, -1]), dtype=torch.long, device=dev)
+        pos = torch.zeros(B, T, dtype=torch.long, device=dev)
+        new_mask = torch.zeros(B, T, dtype=torch.long, device=dev)
+        for i, (prompt, c, n) in enumerate(zip(prompts, cached, new)):
+            kept[i, C - c:] = 1
+            suffix[i, T - n:] = torch.tensor(prompt[c:], dtype=torch.long)
+            pos[i, T - n:] = torch.arange(c, c + n)
+            new_mask[i, T - n:] = 1
+        self.model, self.mask = model, torch.cat([kept, new_mask], dim=1)
+        self._first = model(input_ids=suffix, attention_mask=self.mask, position_ids=pos, **pass_cache(model, self.cache),
+                            use_cache=True, **last_logits_only(model)).logits[:, -1, :]
+
+    def step(self, tokens, positions, live):
+        for ids, t, alive in zip(self.row_ids, tokens.tolist(), live.tolist()):
+            if alive:
+                ids.append(t)
+        return super().step(tokens, positions, live)
+
+    def keep_all(self) -> None:
+        """The batch is over: every row's unmasked cache slots (its ids, in order) to the store, where the
+        cache holds every position of every layer (else nothing is kept)."""
+        layers = cache_layers(self.cache)
+        width = self.mask.shape[1]
+        n_layers = getattr(getattr(self.model, "config", None), "num_hidden_layers", len(layers))
+        if len(layers) != n_layers or any(k.dim() != 4 or k.shape[2] != width for k, _ in layers):
+            self.row_ids = []
+            return
+        for j, ids in enumerate(self.row_ids):
+            slots = self.mask[j].bool()
+            self.store.put(self.state, Past(tuple(ids), [(k[j][:, slots], v[j][:, slots]) for k, v in layers]))
+        self.row_ids = []
 
 
 def continuing(engine):
