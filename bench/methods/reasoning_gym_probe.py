@@ -24,7 +24,7 @@ environment's ``held_out_rollout`` plays the episodes (one per problem, its own 
 
 Per cell: accuracy ± s.e. (sample s.d., ddof 1, / sqrt(n)); for ``tool``: the share of episodes with at least
 one tool call (``called``), tool calls per episode, and the share of calls whose program ran without an error
-or timeout (``ran``), the share of episodes in which some program printed the right answer (``printed
+or timeout (``ran``; of the calls run: a call past the budget is answered without running), the share of episodes in which some program printed the right answer (``printed
 right``: the printed text graded by the same scorer: what the tool could give, answered or not); ``answered``: the share of episodes that ended with a turn without a call. One JSON file
 per cell (the metrics and every episode's turns) and ``table.json`` / ``table.md`` go to ``--out``; a cell
 already there is read back, not run again (a killed probe resumes).
@@ -86,6 +86,8 @@ def call_ran(result: str) -> bool:
 
 
 def summarize(episodes: list[dict], mode: str) -> dict:
+    from satseq.envs.tool_use.session import BUDGET_SPENT
+
     acc = [float(e["correct"]) for e in episodes]
     m, se = mean_se(acc)
     out = {"n": len(acc), "accuracy": m, "accuracy_se": se,
@@ -94,10 +96,12 @@ def summarize(episodes: list[dict], mode: str) -> dict:
     if mode != "one_pass":
         called = [float(bool(e["calls"])) for e in episodes]
         results = [r for e in episodes for r in e["results"]]
-        ran = [float(call_ran(r)) for r in results]
+        executed = [r for r in results if not r.startswith(BUDGET_SPENT)]  # a call past the budget is not run
+        ran = [float(call_ran(r)) for r in executed]
         out.update({"called": mean_se(called)[0], "called_se": mean_se(called)[1],
                     "calls_per_episode": sum(len(e["calls"]) for e in episodes) / len(episodes),
                     "calls_ran": (sum(ran) / len(ran)) if ran else None, "calls": len(results),
+                    "calls_executed": len(executed),
                     "answered": sum(e["stop"] == "answered" for e in episodes) / len(episodes),
                     "accuracy_when_called": (sum(a for a, c in zip(acc, called) if c) / sum(called)) if sum(called) else None,
                     "accuracy_when_ran": _accuracy_when_ran(episodes),
@@ -193,6 +197,7 @@ def main(argv=None) -> None:
                 f = args.out / "cells" / f"{cell_name(spec, mode, t)}.json"
                 if f.is_file():
                     cell = json.loads(f.read_text())
+                    cell["metrics"] = summarize(cell["episodes"], mode)  # this script's metrics, from its episodes
                 else:
                     cell = run_cell(spec, mode, t, args)
                     f.write_text(json.dumps(cell, indent=1) + "\n")
