@@ -184,6 +184,7 @@ def main() -> None:
     elif a.cmd == "save":
         for d in sorted(a.out.glob("build*")):
             if (d / "recipe.yaml").is_file():
+                (a.keep / d.name).mkdir(parents=True, exist_ok=True)  # a build with nothing finished yet too
                 keep.save(d, a.keep / d.name)
                 for name in ("recipe.yaml", "comparison.md"):
                     if (d / name).is_file():
