@@ -14,7 +14,7 @@ appended token for token (:class:`satseq.envs.conversation.Conversation`). One c
 * ``reuse``: satseq's engine as an interactive rollout uses it (``rollout.prefix_cache=true``, the default):
   turns 2..4 prefill only their new tokens (:mod:`satseq.rollout.prefix_cache`);
 * ``full`` (the trivial baseline, the engine before it): every turn's whole prompt prefilled
-  (``rollout.prefix_cache=false``).
+  (``rollout.prefix_cache=false``). The same engine object both ways (its fused weights shared).
 
 The two take turns (reuse, full, reuse, full, ...) for ``--rounds`` rounds after one warm-up round, in one
 process, at ``--threads`` torch threads, fp32; every round samples from the same seeded streams. Prints per
@@ -22,7 +22,7 @@ way the median seconds per episode batch and tokens/s (sampled tokens / wall tim
 ratio of the medians and the per-round ratios' mean ± standard error, the prompt tokens each way prefilled,
 and how many episodes sampled the same tokens both ways (they may differ: the reused keys are equal to full
 prefill's up to floating-point order, and one flipped draw changes the rest of its episode). Writes
-``prefix_reuse.json`` under ``--out``. Models: ``embedded`` (the embedded architecture, random weights, a
+``prefix_reuse.json`` under ``--out`` (after every round, so a stopped run keeps what it measured). Models: ``embedded`` (the embedded architecture, random weights, a
 2048-position context) and ``smollm2`` (SmolLM2-135M-Instruct, the bundled GGUF).
 """
 from __future__ import annotations
@@ -77,7 +77,6 @@ def episode_batch(engine, model, fmt, firsts, turns: int, tokens: int, seed: int
     from satseq.envs.conversation import Conversation, Message
     from satseq.rollout.types import SamplingParams
 
-    engine = engine.continuing()  # what an interactive rollout does: a fresh store for the rollout
     store = getattr(engine, "prefix_store", None)
     sp = SamplingParams(max_new_tokens=tokens, temperature=1.0)
     streams = [torch.Generator().manual_seed(seed * 100_000 + e) for e in range(len(firsts))]
@@ -98,25 +97,29 @@ def episode_batch(engine, model, fmt, firsts, turns: int, tokens: int, seed: int
     return seconds, sampled, prompt_tokens - kept, kept
 
 
-def bench_model(name: str, a) -> dict:
+def bench_model(name: str, a, partial=lambda row: None) -> dict:
     from satseq.rollout.engine import make_engine
 
     model, tok = load(name)
     fmt, firsts = first_messages(name, tok, a.episodes, a.group)
-    ways = {"reuse": make_engine("hf", tok, prefix_cache=True), "full": make_engine("hf", tok, prefix_cache=False)}
-    for engine in ways.values():
-        engine.eos_ids = set()  # exactly --tokens a turn, both ways
-    for way, engine in ways.items():  # warm-up: the fused weights, the allocator
-        episode_batch(engine, model, fmt, firsts, a.turns, a.tokens, a.seed)
+    engine = make_engine("hf", tok)
+    engine.eos_ids = set()  # exactly --tokens a turn, both ways
+    # one engine, its fused weights shared: reuse = the view an interactive rollout takes (a fresh store for
+    # the rollout), full = the engine itself (what rollout.prefix_cache=false gives)
+    ways = {"reuse": engine.continuing, "full": lambda: engine}
+    for way, view in ways.items():  # warm-up: the fused weights, the allocator
+        episode_batch(view(), model, fmt, firsts, a.turns, a.tokens, a.seed)
     seconds = {w: [] for w in ways}
     out = {}
     same = []
-    for _ in range(a.rounds):
-        for way, engine in ways.items():
-            s, ids, prefilled, kept = episode_batch(engine, model, fmt, firsts, a.turns, a.tokens, a.seed)
+    for r in range(a.rounds):
+        for way, view in ways.items():
+            s, ids, prefilled, kept = episode_batch(view(), model, fmt, firsts, a.turns, a.tokens, a.seed)
             seconds[way].append(s)
             out[way] = (ids, prefilled, kept)
+            print(f"  {name} round {r + 1} {way}: {s:.2f} s", flush=True)
         same.append(sum(x == y for x, y in zip(out["reuse"][0], out["full"][0])))
+        partial({"seconds": seconds, "rounds_done": r + 1})
     sampled = a.episodes * a.turns * a.tokens
     ratios = [f / r for r, f in zip(seconds["reuse"], seconds["full"])]
     se = statistics.stdev(ratios) / len(ratios) ** 0.5 if len(ratios) > 1 else float("nan")
@@ -153,12 +156,18 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(a.threads)
-    rows = {name: bench_model(name, a) for name in a.models}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(a).items() if k != "out"}
-    (out / "prefix_reuse.json").write_text(json.dumps({"settings": settings, "torch": torch.__version__,
-                                                        "models": rows}, indent=1))
+    rows: dict = {}
+
+    def write(extra=None):  # after every round: a run stopped half-way keeps what it measured
+        (out / "prefix_reuse.json").write_text(json.dumps({"settings": settings, "torch": torch.__version__,
+                                                            "models": rows, **(extra or {})}, indent=1))
+
+    for name in a.models:
+        rows[name] = bench_model(name, a, partial=lambda row, name=name: write({"running": {name: row}}))
+        write()
     print(f"wrote {out / 'prefix_reuse.json'}")
 
 
