@@ -180,23 +180,28 @@ def test_the_store_keeps_only_what_the_same_weights_computed(tiny):
     model, _ = tiny
     store = PastStore(budget_gb=1.0)
     kv = [(torch.zeros(2, 5, 4), torch.zeros(2, 5, 4))]
-    state = model_state(model, torch.float32)
+    state = store.state_id(model_state(model, torch.float32))
     store.put(state, Past((1, 2, 3, 4, 5), kv))
     assert store.lookup(state, [1, 2, 3, 4, 5, 6]) is not None
+    assert store.state_id(model_state(model, torch.float32)) == state
     assert store.lookup(state, [1, 2, 3, 4, 5]) is None         # the whole prompt: its last token must run
     assert store.lookup(state, [1, 2, 3, 9, 5, 6]) is None
-    assert store.lookup(model_state(model, torch.bfloat16), [1, 2, 3, 4, 5, 6]) is None
+    assert store.lookup(store.state_id(model_state(model, torch.bfloat16)), [1, 2, 3, 4, 5, 6]) is None
     with torch.no_grad():
         p = next(model.parameters())
         p.add_(0.0)  # an update in place
-    assert store.lookup(model_state(model, torch.float32), [1, 2, 3, 4, 5, 6]) is None
-    store.collect()  # the row continued above is dropped
-    assert not store.entries
+    updated = store.state_id(model_state(model, torch.float32))
+    assert updated != state and store.lookup(updated, [1, 2, 3, 4, 5, 6]) is None
+    store.put(state, Past((1, 2, 3), [(k[:, :3], v[:, :3]) for k, v in kv]))
+    assert store.lookup(state, [1, 2, 3, 4, 5, 6]).ids == (1, 2, 3, 4, 5)  # the longest kept prefix
+    store.collect()  # the rows continued above are dropped
+    assert list(store.entries) == [(state, (1, 2, 3))] and store.lookup(state, [1, 2, 3, 4, 5, 6]).ids == (1, 2, 3)
     one = Past((7,) * 5, kv).nbytes
     small = PastStore(budget_gb=2.5 * one / 2 ** 30)
     for t in range(4):
         small.put(state, Past((t,) * 5, kv))
     assert [k[1][0] for k in small.entries] == [2, 3]
+    assert small.lookup(state, [0] * 6) is None and small.lookup(state, [3] * 6) is not None
 
 
 @pytest.mark.numerics

@@ -79,16 +79,22 @@ class PastStore:
     def __init__(self, budget_gb: float = 4.0):
         self.budget = int(budget_gb * 2 ** 30)
         self.entries: OrderedDict[tuple, Past] = OrderedDict()
-        self._index: dict[tuple, list[tuple]] = {}   # (state, length, last ids) -> entry keys
-        self._lengths: dict[tuple, set[int]] = {}    # state -> lengths kept
+        self._states: dict[tuple, int] = {}          # model state -> a small id (hashed once a batch)
+        self._index: dict[tuple, list[tuple]] = {}   # (state id, length, last ids) -> entry keys
+        self._lengths: dict[int, dict[int, int]] = {}  # state id -> {length kept: how many rows}
         self._bytes = 0
         self._used: set[tuple] = set()
         self._open: list["ContinuedDecoder"] = []
         self.hits = self.misses = 0
         self.tokens_reused = 0
 
-    def lookup(self, state: tuple, prompt: list[int]) -> Past | None:
-        """The longest kept ids of ``state`` that are a proper prefix of ``prompt`` (None: no such row)."""
+    def state_id(self, state: tuple) -> int:
+        """The id of a :func:`model_state` in this store."""
+        return self._states.setdefault(state, len(self._states))
+
+    def lookup(self, state: int, prompt: list[int]) -> Past | None:
+        """The longest kept ids of state ``state`` (:meth:`state_id`) that are a proper prefix of ``prompt``
+        (None: no such row)."""
         n = len(prompt)
         for length in sorted((L for L in self._lengths.get(state, ()) if L < n), reverse=True):
             for key in self._index.get((state, length, tuple(prompt[max(0, length - _TAIL): length])), ()):
@@ -101,13 +107,15 @@ class PastStore:
         self.misses += 1
         return None
 
-    def put(self, state: tuple, past: Past) -> None:
+    def put(self, state: int, past: Past) -> None:
         key = (state, past.ids)
         if key in self.entries:
             self._remove(key)
         self.entries[key] = past
-        self._index.setdefault((state, len(past.ids), past.ids[max(0, len(past.ids) - _TAIL):]), []).append(key)
-        self._lengths.setdefault(state, set()).add(len(past.ids))
+        n = len(past.ids)
+        self._index.setdefault((state, n, past.ids[max(0, n - _TAIL):]), []).append(key)
+        counts = self._lengths.setdefault(state, {})
+        counts[n] = counts.get(n, 0) + 1
         self._bytes += past.nbytes
         while self._bytes > self.budget and self.entries:
             self._remove(next(iter(self.entries)))
@@ -120,13 +128,15 @@ class PastStore:
         self._index[slot].remove(key)
         if not self._index[slot]:
             del self._index[slot]
-            if not any(s[0] == state and s[1] == len(ids) for s in self._index):
-                self._lengths[state].discard(len(ids))
+        counts = self._lengths[state]
+        counts[len(ids)] -= 1
+        if not counts[len(ids)]:
+            del counts[len(ids)]
 
     def decoder(self, model, weights: FusedWeights, ids, mask, positions, max_new_tokens):
         """The fused decoder of one batch, its rows' kept keys and values looked up (and registered, so
         that :meth:`collect` keeps what it decodes)."""
-        state = model_state(model, weights.dtype)
+        state = self.state_id(model_state(model, weights.dtype))
         P = ids.shape[1]
         lengths = mask.sum(1).tolist()
         prompts = [ids[i, P - n:].tolist() for i, n in enumerate(lengths)]
@@ -139,7 +149,7 @@ class PastStore:
     def stepper(self, model, ids, mask, positions):
         """The model's own forward for one batch (:class:`ContinuedHFStepper`), its rows' kept keys and
         values looked up and registered as :meth:`decoder`'s."""
-        state = model_state(model, next(model.parameters()).dtype)
+        state = self.state_id(model_state(model, next(model.parameters()).dtype))
         P = ids.shape[1]
         prompts = [ids[i, P - n:].tolist() for i, n in enumerate(mask.sum(1).tolist())]
         pasts = [self.lookup(state, p) for p in prompts]
@@ -164,7 +174,7 @@ class ContinuedDecoder(FusedDecoder):
     conversation when the batch ends or the row is dropped."""
 
     def __init__(self, w: FusedWeights, ids, mask, positions, max_new_tokens: int, *, prompts: list[list[int]],
-                 pasts: list[Past | None], state: tuple, store: PastStore):
+                 pasts: list[Past | None], state: int, store: PastStore):
         self.store, self.state = store, state
         self.row_ids = [list(p) for p in prompts]  # per decoder row: its prompt + the tokens fed since
         if all(p is None for p in pasts):
