@@ -186,6 +186,7 @@ def main(argv=None) -> None:
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--temperatures", nargs="+", type=float, default=[0.0, 1.0])
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "reasoning_gym_probe")
+    ap.add_argument("--report", action="store_true", help="only read the cells already in --out (run none)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     args.out = args.out.resolve()
@@ -198,6 +199,8 @@ def main(argv=None) -> None:
                 if f.is_file():
                     cell = json.loads(f.read_text())
                     cell["metrics"] = summarize(cell["episodes"], mode)  # this script's metrics, from its episodes
+                elif args.report:
+                    continue
                 else:
                     cell = run_cell(spec, mode, t, args)
                     f.write_text(json.dumps(cell, indent=1) + "\n")

@@ -15,6 +15,11 @@ not the opponent's stream) in the LLM's seat, against the same opponent on the s
 
     python bench/methods/textarena_winrate.py --random-player [--game TicTacToe-v0] [--opponent random]
         [--seat alternate] --n 200
+
+A model before any training (``--model smollm2``, or any ``model.path``) in the environment a run would give it,
+greedy, one game per held-out seed (``--set`` adds the run's ``env.*`` / ``rollout.*`` overrides)::
+
+    python bench/methods/textarena_winrate.py --model smollm2 --n 100 --set env.textarena.seat=alternate ...
 """
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ def parse_args(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("runs", nargs="*", help="run directories of env.name=textarena runs")
     ap.add_argument("--random-player", action="store_true", help="the trivial baseline: a random player in the seat")
+    ap.add_argument("--model", default=None, help="a model before training (model.path: smollm2, a directory)")
+    ap.add_argument("--set", nargs="*", default=[], help="--model: config overrides (env.textarena.*, rollout.*)")
     ap.add_argument("--game", default="TicTacToe-v0", help="--random-player: the game")
     ap.add_argument("--opponent", default="random", choices=["random", "first_legal"], help="--random-player: the opponent")
     ap.add_argument("--seat", default="alternate", help="--random-player: 0, 1 or alternate (the seed's parity)")
@@ -95,6 +102,34 @@ def random_player(game: str, opponent: str, seat: str, n: int) -> dict:
     return {"player": rates(outcomes)}
 
 
+def untrained(model: str, overrides: list[str], n: int, threads: int) -> tuple[dict, list[dict]]:
+    """``model`` (no training) on ``n`` held-out seeds of ``env.name=textarena`` with ``overrides``, greedy: the
+    rates per role and each game's outcome and actions."""
+    import torch
+
+    from satseq.config import load_config
+    from satseq.registry import get_method
+    from satseq.runtime import build_runtime
+
+    cfg = load_config(None, ["method=grpo", f"model.path={model}", "env.name=textarena", "rollout.temperature=0.0",
+                             "data.train_size=1", f"data.eval_size={n}", f"threads={threads or 1}",
+                             f"output_dir={tempfile.mkdtemp()}", *overrides])
+    method = get_method(cfg.method)
+    rt = build_runtime(cfg, method, console=lambda *a: None)
+    env = method.environment(rt.cfg)
+    workflow = env.make_workflow(rt.cfg, method.roles(rt.cfg, rt.pool.names), rt.fmt, rt.sampling)
+    episodes = workflow.rollout(rt.eval, rt.pool, rt.engine, group_size=1, generator=torch.Generator().manual_seed(0))
+    env.assign_rewards(rt.cfg, episodes, None)
+    games = [{"seed": ep.problem.meta.get("seed"), "outcome": ep.info.get("outcome"),
+              "invalid_moves": ep.info.get("invalid_moves"), "reason": ep.info.get("reason"),
+              "actions": [t.info.get("action") for t in ep.turns]} for ep in episodes]
+    per_role: dict[str, list[str]] = {}
+    for g in games:
+        for role, o in (g["outcome"] or {}).items():
+            per_role.setdefault(role, []).append(o)
+    return {role: rates(outs) for role, outs in sorted(per_role.items())}, games
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     table = {}
@@ -105,8 +140,17 @@ def main(argv=None) -> int:
         r = table[name]["player"]
         print(f"{name}  win {r['win']:.3f} ± {r['win_se']:.3f}  draw {r['draw']:.3f}  loss {r['loss']:.3f}  "
               f"({r['games']} games)")
+    elif args.model is not None:
+        name = f"untrained:{args.model}:" + " ".join(args.set)
+        table[name], games = untrained(args.model, args.set, args.n, args.threads)
+        table[name]["games"] = games
+        args.runs = []
+        for role, r in table[name].items():
+            if role != "games":
+                print(f"{name}  {role}  win {r['win']:.3f} ± {r['win_se']:.3f}  draw {r['draw']:.3f}  loss {r['loss']:.3f}"
+                      f"  unfinished {r['unfinished']:.3f}  ({r['games']} games)")
     elif not args.runs:
-        raise SystemExit("textarena_winrate.py: give run directories, or --random-player")
+        raise SystemExit("textarena_winrate.py: give run directories, --random-player or --model")
     for run in args.runs:
         table[run] = winrate(Path(run), args.n, args.stage, args.max_new_tokens, args.threads)
         for role, r in table[run].items():
