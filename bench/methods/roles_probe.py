@@ -101,7 +101,7 @@ def main(argv=None) -> None:
     for mode, temperature, n in (("T = %g" % rt.sampling.temperature, rt.sampling.temperature, args.samples),
                                  ("greedy", 0.0, 1)):
         sampling = dataclasses.replace(rt.sampling, temperature=temperature)
-        wf = env.make_workflow(rt.cfg, roles, rt.fmt, sampling, options={"journal": False})
+        wf = env.make_workflow(rt.cfg, roles, rt.fmt, sampling, options=env.workflow_options(rt.cfg))  # satseq eval's: nothing journaled
         t0 = time.perf_counter()
         episodes = wf.rollout(problems, rt.pool, rt.engine, group_size=n,
                               generator=torch.Generator().manual_seed(args.seed))
