@@ -20,7 +20,6 @@ BUDGET = re.compile(r"size budget: (\d+) MB", re.IGNORECASE)
 
 #: index rows (by the start of their claim) whose figures are not kept yet: why, and the commit to state
 NOT_KEPT = {
-    "quickstart (chain task)": ("re-measured on several warm-start builds by issue 65 item 9", "ed075a5"),
     "the base warm start does not depend": ("the six builds' table, at cb740b4's warm-start code", "cb740b4"),
     "asynchronous rollouts (`trainer.max_staleness`), 2 cores": ("a timing, not kept", "37db168"),
     "SmolLM2-135M-Instruct on GSM8K": ("the base model's greedy evaluation, 0/50", "9b6a65b"),
