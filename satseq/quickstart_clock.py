@@ -27,16 +27,16 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
-#: reference seconds on the README's machine (2 idle cores, AMD EPYC Zen 5; the quickstart of
-#: docs/results_speed.md): each run's start (model, optimiser, SAT-Seq's first certificate), a stage
+#: reference seconds on the README's machine (2 idle cores, AMD EPYC Zen 5; the fresh clone's quickstart of
+#: docs/results_speed.md at 1a714b9 and a re-run; the evaluations at 200 held-out problems): each run's start (model, optimiser, SAT-Seq's first certificate), a stage
 #: (median wall), its end (last checkpoint, SAT-Seq's closing certificate); the warm start's evaluation
 #: in a lane (one thread); the three evaluations after the trainings (two threads); the rollout speed
 REFERENCE = {
     "toks": 3150.0,
-    "warm_starts": 3.0,
-    "before": 35.0,
-    "runs": {"sat_seq": (18.0, 3.9, 7.0), "grpo": (4.0, 1.0, 1.0), "shared_policy": (4.0, 3.6, 1.0)},
-    "tail": {"sat_seq_eval": 8.0, "shared_eval": 10.7, "grpo_eval": 10.7},
+    "warm_starts": 1.0,
+    "before": 20.0,
+    "runs": {"sat_seq": (10.0, 4.4, 6.0), "grpo": (3.0, 1.25, 1.0), "shared_policy": (3.0, 3.7, 2.0)},
+    "tail": {"sat_seq_eval": 7.8, "shared_eval": 9.8, "grpo_eval": 9.7},
 }
 
 
