@@ -70,7 +70,11 @@ def mean_se(values: list) -> str:
 
 
 def main(argv=None) -> None:
-    out = Path((argv or sys.argv[1:])[0])
+    import argparse
+
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("out", type=Path, help="a satseq compare study's --out (its evals/*/predictions.jsonl)")
+    out = ap.parse_args(argv).out
     runs: dict = {}
     for pred in sorted(out.glob("evals/*/predictions.jsonl")):
         name = re.sub(r"_seed\d+$", "", pred.parent.name)
