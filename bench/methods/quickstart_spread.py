@@ -1,11 +1,13 @@
 """The quickstart's spread over seeds: ``satseq quickstart --seed S`` for each seed, one at a time.
 
-    python bench/methods/quickstart_spread.py --dir DIR [--seeds 0 1 2] [--warm-starts OUTPUTS] [--write docs/results.md]
+    python bench/methods/quickstart_spread.py --dir DIR [--seeds 0 1 2] [--warm-starts OUTPUTS | --model-path CHAIN] [--write docs/results.md]
 
 Seed S runs in ``DIR/seed<S>`` (the RL seed: sampling, the agents' update order, the evaluation's
 draws). The warm starts are SFT seed 0's (the quickstart's default), built by the first seed's run,
 or taken from ``OUTPUTS/embedded`` (an earlier quickstart's), and shared through
-``DIR/seed<S>/embedded``. The table reports each run's wall time and the part of it that built warm
+``DIR/seed<S>/embedded``. ``--model-path`` starts every run from another chain warm start instead (another
+build: `satseq sft --task chain --seed B --out W` makes ``W/embedded/chain_seed<B>``; passed to the quickstart
+as ``model.path=``). The table reports each run's wall time and the part of it that built warm
 starts (0 when they were reused): a fresh clone's ``make quickstart`` costs both, after the install.
 Resumable: a seed whose ``quickstart/results.json`` exists is not rerun; each seed records the commit
 it ran at, and the table names those. Run it alone on the machine.
@@ -38,7 +40,7 @@ COLS = [("three agents: warm start", lambda r: r["before"]["vote"]),
         ("certified gain ≥", lambda r: r["certificate"]["vote_improvement_lower"])]
 
 
-def run(d: Path, seed: int, first: Path | None, threads: int) -> dict:
+def run(d: Path, seed: int, first: Path | None, threads: int, model_path: Path | None = None) -> dict:
     out = d / f"seed{seed}"
     res = out / "quickstart" / "results.json"
     if not res.exists():
@@ -47,6 +49,8 @@ def run(d: Path, seed: int, first: Path | None, threads: int) -> dict:
             (out / "embedded").symlink_to(first / "embedded", target_is_directory=True)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         cmd = [str(Path(sys.executable).parent / "satseq"), "quickstart", "--output-dir", str(out), "--seed", str(seed)]
+        if model_path is not None:
+            cmd.append(f"model.path={model_path}")
         print("$ " + " ".join(cmd), flush=True)
         t0 = time.perf_counter()
         rc = subprocess.run(cmd, env=env).returncode
@@ -96,6 +100,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warm-starts", type=Path, help="an output directory whose embedded/ holds the warm starts to reuse")
+    ap.add_argument("--model-path", type=Path, help="a chain warm start every run starts from (another build)")
     ap.add_argument("--write", type=Path, help="a docs page whose quickstart-spread block is replaced")
     a = ap.parse_args()
     a.dir = a.dir.resolve()
@@ -103,7 +108,7 @@ def main() -> None:
     first = a.warm_starts.resolve() if a.warm_starts else None
     results = {}
     for s in a.seeds:
-        results[s] = run(a.dir, s, first, a.threads)
+        results[s] = run(a.dir, s, first, a.threads, a.model_path.resolve() if a.model_path else None)
         first = first or a.dir / f"seed{s}"
     block = table(results, a.threads, reused=a.warm_starts is not None)
     print(block)
