@@ -274,3 +274,19 @@ def test_maj_at_k_only_for_one_policy_answering_alone():
     assert summarize_eval(metrics, one_seat, 3)["maj@k"] == {"mean": 0.6, "se": 0.1}
     assert "maj@k" not in summarize_eval(metrics, three_seats, 3)
     assert "maj@k" in summarize_eval({**metrics, "workflow": "single"}, [{"problem_id": 0}], 3)
+
+
+def test_code_answer_is_two_seats_not_one_policy_and_reports_the_coders_seat():
+    """A tool user -> answerer episode is two generated turns: its lines read as code_answer (not a single
+    policy), the coder's seat is scored on its own, and no maj@k is offered as a one-pass rival."""
+    from satseq.compare.baselines import summarize_eval
+    from satseq.eval.report import compute_metrics
+
+    rows = [{"problem_id": i, "answer": str(i), "answers": [str(i), "x"], "correct": [True, False],
+             "code": ["print(1)"] * 2, "output": ["1"] * 2, "output_correct": [True, oc]}
+            for i, oc in enumerate([True, False, True, False])]
+    m = compute_metrics(rows, [2], seed=0)
+    assert m["workflow"] == "code_answer"
+    assert m["final"]["accuracy"]["mean"] == 0.5 and m["coder"]["accuracy"]["mean"] == 0.75
+    s = summarize_eval(m, rows, 2)
+    assert "maj@k" not in s and s["turn1"]["mean"] == 0.75

@@ -128,6 +128,8 @@ def summarize_eval(metrics: dict, rows: Sequence[dict], k: int) -> dict:
     elif out["workflow"] == "coach":
         out["coach"] = coach_baselines(uniq)
         out["turn1"] = metrics["turn1"]["accuracy"]
+    elif out["workflow"] == "code_answer":  # two seats an episode: no one-policy vote; the coder's seat instead
+        out["turn1"] = metrics["coder"]["accuracy"]
     return out
 
 

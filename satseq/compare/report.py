@@ -62,7 +62,8 @@ def run_rows(name: str, seeds: list[dict]) -> list[list[str]]:
     if not all(s["budget_reached"] for s in seeds):
         notes.append("budget not reached by some seed (max_stages)")
     if "turn1" in ev[0]:
-        label = "Acc@t1" if ev[0]["workflow"] == "self_verify" else "turn 1"
+        label = {"self_verify": "Acc@t1", "code_answer": "the coder's program printed the answer"}.get(
+            ev[0]["workflow"], "turn 1")
         notes.append(f"{label} {fmt(_over_seeds([e['turn1']['mean'] for e in ev]))}")
     rows = [_row(f"**{name}** ({seeds[0]['method']})", _over_seeds(acc), _mean([e["accuracy"]["se"] for e in ev]),
                  _over_seeds([(e.get("pass@k") or {}).get("mean") for e in ev]),

@@ -1,7 +1,7 @@
 """Metrics over ``predictions.jsonl`` lines and the table ``satseq eval`` prints.
 
 :func:`compute_metrics` aggregates every workflow's lines (single, relay, MLMT ``coach``, PAG
-``self_verify``); :func:`print_table` shows them. Split from :mod:`satseq.eval.runner`, which runs
+``self_verify``, the tool user → answerer ``code_answer``); :func:`print_table` shows them. Split from :mod:`satseq.eval.runner`, which runs
 the evaluation.
 """
 from __future__ import annotations
@@ -29,7 +29,9 @@ def compute_metrics(rows: list[dict], ks: Sequence[int], seed: int) -> dict:
 
     Top level: the final answer (single: the model's; relay: the vote) — ``accuracy`` (mean
     correctness of all samples = avg@n), ``pass@k``, ``avg@k``, ``maj@k``, each ``{"mean", "se"}``.
-    Relay runs add ``vote`` (the same figures) and ``agents`` (each agent's own answers).
+    Relay runs add ``vote`` (the same figures) and ``agents`` (each agent's own answers). ``code_answer``
+    runs (two seats an episode: the coder's program, then the answerer) add ``coder`` (its program printed
+    the answer) and ``final`` (the answerer's); their maj@k votes over k *episodes*, 2k generated turns.
     """
     seen, uniq = set(), []
     for r in rows:
@@ -57,7 +59,7 @@ def compute_metrics(rows: list[dict], ks: Sequence[int], seed: int) -> dict:
                     "problem_id": r.get("problem_id")}
                    for r in uniq])
     kind = ("self_verify" if "verdicts" in uniq[0] else "coach" if "turn1_correct" in uniq[0]
-            else "relay" if "agents" in uniq[0] else "single")
+            else "code_answer" if "output_correct" in uniq[0] else "relay" if "agents" in uniq[0] else "single")
     out: dict = {"workflow": kind, "ks": ks, **final}
     reasons: dict[str, int] = {}
     for r in uniq:
@@ -86,6 +88,10 @@ def compute_metrics(rows: list[dict], ks: Sequence[int], seed: int) -> dict:
         out["improvement_rate"] = sum((not a) and b for a, b in pairs) / wrong1 if wrong1 else None
         out["degradation_rate"] = sum(a and not b for a, b in pairs) / right1 if right1 else None
         out["coach_accuracy"] = sum(c for r in uniq for c in r["coach_correct"]) / len(pairs)
+    if kind == "code_answer":
+        out["final"] = dict(final)
+        out["coder"] = block([{"correct": [float(c) for c in r["output_correct"]], "answers": r["answers"],
+                               "gold": r["answer"], "problem_id": r.get("problem_id")} for r in uniq])
     if kind == "relay":
         out["vote"] = dict(final)
         agents = uniq[0]["agents"]
@@ -112,6 +118,7 @@ TWO_COLUMNS = {
     "self_verify": (("Acc@t1", "Acc@final"), ("turn1", "final"),
                     [("verifier accuracy", "verifier_accuracy", 1), ("revision rate", "revision_rate", 1),
                      ("answer change ratio", "answer_change_ratio", 1)]),
+    "code_answer": (("coder's program printed the answer", "answerer"), ("coder", "final"), []),
 }
 
 
