@@ -38,6 +38,17 @@ class ScriptedEngine:
         return out
 
 
+
+class ScriptedPool:
+    """The agent pool a :class:`ScriptedEngine` rolls out against: a tokenizer, and a module without a
+    context length (the scripted engine runs no model, so only the episode's turns bound it)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def module(self, name):
+        return object()
+
 @pytest.fixture(scope="session")
 def tiny():
     from satseq.models.tiny import build_tiny_model

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from conftest import ScriptedEngine
+from conftest import ScriptedEngine, ScriptedPool
 from satseq.config import load_config
 from satseq.methods.base import RewardContext
 from satseq.records import Problem
@@ -21,13 +21,6 @@ PROBLEMS = [Problem(problem_id=0, problem="What is 17 + 25?", answer="42"),
 ROLES = {"solver": "solver", "checker": "checker", "reviser": "reviser"}
 
 
-class _Pool:
-    def __init__(self, tok):
-        self.tokenizer = tok
-
-    def module(self, name):
-        return object()
-
 
 def _play(tiny, script, *extra):
     _, tok = tiny
@@ -36,7 +29,7 @@ def _play(tiny, script, *extra):
     fmt = env.prompt_format("chat", tok, cfg)  # the tiny tokenizer has no chat template: the plain format
     wf = env.make_workflow(cfg, ROLES, fmt, SamplingParams(max_new_tokens=64), options={"journal": False})
     eng = ScriptedEngine(tok, script)
-    eps = wf.rollout(PROBLEMS, _Pool(tok), eng, generator=torch.Generator().manual_seed(0))
+    eps = wf.rollout(PROBLEMS, ScriptedPool(tok), eng, generator=torch.Generator().manual_seed(0))
     env.assign_rewards(cfg, eps, RewardContext())
     return env, cfg, eps, eng
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from conftest import ScriptedEngine
+from conftest import ScriptedEngine, ScriptedPool
 from satseq.config import load_config
 from satseq.methods.base import RewardContext
 from satseq.records import Problem
@@ -16,13 +16,6 @@ PROBLEMS = [Problem(problem_id=0, problem="What is 17 * 23?", answer="391"),
             Problem(problem_id=1, problem="What is 12 * 12?", answer="144")]
 
 
-class _Pool:
-    def __init__(self, tok):
-        self.tokenizer = tok
-
-    def module(self, name):
-        return object()
-
 
 def _play(tiny, script, *extra):
     _, tok = tiny
@@ -31,7 +24,7 @@ def _play(tiny, script, *extra):
     fmt = env.prompt_format("embedded", tok, cfg)
     wf = env.make_workflow(cfg, {"coder": "policy", "answerer": "policy"}, fmt, SamplingParams(max_new_tokens=64),
                            options={"journal": False})
-    eps = wf.rollout(PROBLEMS, _Pool(tok), ScriptedEngine(tok, script), generator=torch.Generator().manual_seed(0))
+    eps = wf.rollout(PROBLEMS, ScriptedPool(tok), ScriptedEngine(tok, script), generator=torch.Generator().manual_seed(0))
     env.assign_rewards(cfg, eps, RewardContext())
     return env, cfg, eps
 

@@ -9,7 +9,7 @@ import gymnasium
 import pytest
 import torch
 
-from conftest import ScriptedEngine
+from conftest import ScriptedEngine, ScriptedPool
 from satseq.config import load_config
 from satseq.errors import ConfigError
 from satseq.records import Problem
@@ -71,13 +71,6 @@ class GuessDigit(gymnasium.Env):
         return ("higher" if guess is not None and guess < self.digit else "lower"), 0.0, False, False, {}
 
 
-class _Pool:
-    def __init__(self, tok):
-        self.tokenizer = tok
-
-    def module(self, name):
-        return object()  # the scripted engine does not run a model; no context bound
-
 
 def _play(env_name, overrides, tok, script, problems):
     cfg = load_config(None, ["method=grpo", f"env.name={env_name}", *overrides])
@@ -85,7 +78,7 @@ def _play(env_name, overrides, tok, script, problems):
     fmt = env.prompt_format("embedded", tok, cfg)
     wf = env.make_workflow(cfg, {"policy": "policy"}, fmt, SamplingParams(max_new_tokens=64),
                            options={"journal": False})
-    eps = wf.rollout(problems, _Pool(tok), ScriptedEngine(tok, script), group_size=1,
+    eps = wf.rollout(problems, ScriptedPool(tok), ScriptedEngine(tok, script), group_size=1,
                      generator=torch.Generator().manual_seed(0))
     from satseq.methods.base import RewardContext
 

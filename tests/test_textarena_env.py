@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import ScriptedEngine
+from conftest import ScriptedEngine, ScriptedPool
 from contract_cli import metric_rows, train_kill_resume
 from satseq.config import load_config
 from satseq.errors import ConfigError
@@ -22,13 +22,6 @@ FAST = ["trainer.train_batch_size=2", "grpo.group_size=2", "sat_seq.group_size=2
         "trainer.num_stages=2", "trainer.eval_every=2", "ppo.lr=1e-3", "sat_seq.lr=1e-3"]
 
 
-class _Pool:
-    def __init__(self, tok):
-        self.tokenizer = tok
-
-    def module(self, name):
-        return object()  # the scripted engine runs no model: no context bound
-
 
 def _play(tok, overrides, script, seeds=(0,), method="shared_policy"):
     cfg = load_config(None, [f"method={method}", "env.name=textarena", "env.textarena.observations=all", *overrides])
@@ -37,7 +30,7 @@ def _play(tok, overrides, script, seeds=(0,), method="shared_policy"):
     roles = {r: "policy" for r in env.role_names(cfg)}
     wf = env.make_workflow(cfg, roles, fmt, SamplingParams(max_new_tokens=64))
     problems = [p for p in env.embedded_task().problems(max(seeds) + 1) if p.meta["seed"] in seeds]
-    eps = wf.rollout(problems, _Pool(tok), ScriptedEngine(tok, script), group_size=1,
+    eps = wf.rollout(problems, ScriptedPool(tok), ScriptedEngine(tok, script), group_size=1,
                      generator=torch.Generator().manual_seed(0))
     env.assign_rewards(cfg, eps, RewardContext())
     return env, cfg, eps

@@ -9,7 +9,7 @@ import json
 
 import torch
 
-from conftest import ScriptedEngine
+from conftest import ScriptedEngine, ScriptedPool
 from satseq.config import load_config
 from satseq.envs.tool_use.task import (P_TOOL, ProductTask, behaviour, call_text, episode_examples, tool_examples,
                                        tool_probes)
@@ -27,13 +27,6 @@ class _SampledEngine(ScriptedEngine):
         return out
 
 
-class _Pool:
-    def __init__(self, tok):
-        self.tokenizer = tok
-
-    def module(self, name):
-        return object()
-
 
 def _cfg(tmp_path, *extra):
     return load_config(None, ["method=grpo", "env.name=tool_use", f"output_dir={tmp_path}", *extra])
@@ -44,7 +37,7 @@ def _episode(tmp_path, tok, problem, script):
     env = get_env("tool_use")
     fmt = env.prompt_format("embedded", tok, cfg)
     wf = env.make_workflow(cfg, {"policy": "policy"}, fmt, SamplingParams(max_new_tokens=48), options={"journal": False})
-    ep, = wf.rollout([problem], _Pool(tok), _SampledEngine(tok, script), group_size=1,
+    ep, = wf.rollout([problem], ScriptedPool(tok), _SampledEngine(tok, script), group_size=1,
                      generator=torch.Generator().manual_seed(0))
     return env, cfg, ep
 
