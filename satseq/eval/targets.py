@@ -199,14 +199,14 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
 
     env = get_env(workflow or "single")
     method = method_of(None, env.name)
-    if spec == EMBEDDED:
-        src: Any = env.ensure_warm_start("outputs", console=console)
+    cfg = finalize(TrainConfig(method=method.name))
+    if spec == EMBEDDED:  # built where `satseq train` builds it: the default output_dir's embedded/
+        src: Any = env.ensure_warm_start(cfg.output_dir, console=console)
     else:
         src = resolve_model_source(spec)
     model, tok = load_causal_lm(src, device=device)
     model.eval()
     kind = getattr(model.config, "satseq_prompt_format", None) or "chat"
-    cfg = finalize(TrainConfig(method=method.name))
     fmt = env.prompt_format(kind, tok, cfg)
     identity = str(Path(src).resolve()) if isinstance(src, Path) else str(src)
     max_new = cfg.rollout.max_new_tokens if fmt.name == "embedded" else CHAT_MAX_NEW_TOKENS
