@@ -78,12 +78,13 @@ def _mean_se(vals: list[float]) -> str:
     return f"**{m:.3f} ± {se:.3f}**"
 
 
-def table(results: dict[int, dict], threads: int, reused: bool = False) -> str:
+def table(results: dict[int, dict], threads: int, reused: bool = False, model_path: Path | None = None) -> str:
     seeds = sorted(results)
     commit = " / ".join(sorted({results[s]["commit"] for s in seeds}))
-    flag = " --warm-starts OUTPUTS" if reused else ""
+    flag = " --warm-starts OUTPUTS" if reused else f" --model-path {model_path}" if model_path else ""
+    warm = f"every run from {Path(model_path).name}" if model_path else "the warm starts (SFT seed 0) shared"
     lines = [f"`python bench/methods/quickstart_spread.py --dir DIR --seeds {' '.join(map(str, seeds))}{flag}` at commit {commit}, "
-             f"{threads} threads, one run at a time, the warm starts (SFT seed 0) shared; wall: the whole command, "
+             f"{threads} threads, one run at a time, {warm}; wall: the whole command, "
              "of which building the warm starts (0 s where reused).", "",
              "| seed | " + " | ".join(name for name, _ in COLS) + " | wall (warm starts) |",
              "|---|" + "---|" * (len(COLS) + 1)]
@@ -110,7 +111,7 @@ def main() -> None:
     for s in a.seeds:
         results[s] = run(a.dir, s, first, a.threads, a.model_path.resolve() if a.model_path else None)
         first = first or a.dir / f"seed{s}"
-    block = table(results, a.threads, reused=a.warm_starts is not None)
+    block = table(results, a.threads, reused=a.warm_starts is not None, model_path=a.model_path)
     print(block)
     if a.write:
         from satseq.errors import SatseqError
