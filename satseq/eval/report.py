@@ -1,8 +1,8 @@
 """Metrics over ``predictions.jsonl`` lines and the table ``satseq eval`` prints.
 
 :func:`compute_metrics` aggregates every workflow's lines (single, relay, MLMT ``coach``, PAG
-``self_verify``, the tool user → answerer ``code_answer``); :func:`print_table` shows them. Split from :mod:`satseq.eval.runner`, which runs
-the evaluation.
+``self_verify``, the tool user → answerer ``code_answer``); :func:`print_table` shows them. Split
+from :mod:`satseq.eval.runner`, which runs the evaluation.
 """
 from __future__ import annotations
 
