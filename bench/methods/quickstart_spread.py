@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -71,11 +70,10 @@ def _head() -> str:
 
 
 def _mean_se(vals: list[float]) -> str:
-    m = sum(vals) / len(vals)
-    if len(vals) < 2:
-        return f"{m:.3f}"
-    se = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1) / len(vals))
-    return f"**{m:.3f} ± {se:.3f}**"
+    """satseq.compare's ``mean ± s.e.``, bold when there are several seeds."""
+    from satseq.compare.baselines import format_mean_se
+
+    return format_mean_se(vals) if len(vals) < 2 else f"**{format_mean_se(vals)}**"
 
 
 def table(results: dict[int, dict], threads: int, reused: bool = False, model_path: Path | None = None) -> str:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -49,10 +48,11 @@ TASKS = [
 
 
 def mean_se(xs: list[float]) -> tuple[float, float | None]:
-    n = len(xs)
-    m = sum(xs) / n
-    se = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) / math.sqrt(n) if n > 1 else None
-    return m, se
+    """(mean, s.e.) of satseq.compare's :func:`~satseq.compare.baselines.mean_se`."""
+    from satseq.compare.baselines import mean_se as _mean_se
+
+    r = _mean_se(xs)
+    return r["mean"], r["se"]
 
 
 def cell_name(spec: str, mode: str, temperature: float) -> str:

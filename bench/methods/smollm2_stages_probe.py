@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -46,10 +45,10 @@ TEMPLATES = {
 
 
 def _mean_se(xs: list[float]) -> str:
-    n = len(xs)
-    m = sum(xs) / n
-    se = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1) / n) if n > 1 else float("nan")
-    return f"{m:.3f} ± {se:.3f}"
+    from satseq.compare.baselines import mean_se
+
+    r = mean_se(xs)
+    return f"{r['mean']:.3f} ± {r['se'] if r['se'] is not None else float('nan'):.3f}"
 
 
 def main(argv=None) -> None:

@@ -41,12 +41,9 @@ TWO_SHOT = ("Q: What is 3 + 4 + 5? Proposed answer: 3 + 4 + 5 = 13. The answer i
 
 def _mean_se(xs: list[float]) -> str:
     """``mean ± s.e.`` over problems (satseq.compare's :func:`mean_se`), ``—`` when there are none."""
-    from satseq.compare.baselines import mean_se
+    from satseq.compare.baselines import format_mean_se
 
-    r = mean_se(xs)
-    if r["mean"] is None:
-        return "—"
-    return f"{r['mean']:.3f} ± {r['se']:.3f}" if r["se"] is not None else f"{r['mean']:.3f}"
+    return format_mean_se(xs)
 
 
 def _rate(xs: list[bool]) -> str:

@@ -28,8 +28,11 @@ def _rows(run: Path) -> list[dict]:
 
 
 def _mean_se(xs: list[float]) -> tuple[float, float]:
-    m = sum(xs) / len(xs)
-    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) if len(xs) > 1 else float("nan")
+    """(mean, s.e.) of satseq.compare's :func:`~satseq.compare.baselines.mean_se`; s.e. NaN for one value."""
+    from satseq.compare.baselines import mean_se
+
+    r = mean_se(xs)
+    return r["mean"], (r["se"] if r["se"] is not None else float("nan"))
 
 
 def stage1_tokens(study: Path) -> tuple[float, float]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -79,9 +78,11 @@ def run(recipe: Path, out: Path, builds: list[int], task: str, runs: str | None,
 
 
 def _mean_se(xs: list[float]) -> tuple[float, float]:
-    m = sum(xs) / len(xs)
-    se = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) if len(xs) > 1 else float("nan")
-    return m, se
+    """(mean, s.e.) of satseq.compare's :func:`~satseq.compare.baselines.mean_se`; s.e. NaN for one value."""
+    from satseq.compare.baselines import mean_se
+
+    r = mean_se(xs)
+    return r["mean"], (r["se"] if r["se"] is not None else float("nan"))
 
 
 def _metric(run_dir: Path, evals: Path, metric: str) -> float:

@@ -19,7 +19,6 @@ The warm starts' evaluations (``evals/`` names without ``_seed``) are rows of th
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -59,14 +58,10 @@ def seat_figures(lines: list[dict]) -> dict:
 
 
 def mean_se(values: list) -> str:
-    v = [x for x in values if x is not None]
-    if not v:
-        return "-"
-    m = sum(v) / len(v)
-    if len(v) < 2:
-        return f"{m:.3f}"
-    se = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v))
-    return f"{m:.3f} ± {se:.3f}"
+    """``mean ± s.e.`` over the values that are not None (satseq.compare's), ``-`` when there are none."""
+    from satseq.compare.baselines import format_mean_se
+
+    return format_mean_se([x for x in values if x is not None], empty="-")
 
 
 def main(argv=None) -> None:

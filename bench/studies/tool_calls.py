@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 
@@ -24,9 +23,9 @@ def rates(run_dir: Path, stages: int) -> tuple[float, float] | None:
 
 
 def _mean_se(xs: list[float]) -> str:
-    m = sum(xs) / len(xs)
-    se = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) if len(xs) > 1 else 0.0
-    return f"{m:.2f} ± {se:.2f}"
+    from satseq.compare.baselines import format_mean_se
+
+    return format_mean_se(xs, digits=2)
 
 
 def main() -> None:

@@ -46,6 +46,16 @@ def mean_se(values: Sequence[float]) -> dict:
     return {"mean": m, "se": se}
 
 
+def format_mean_se(values: Sequence[float], digits: int = 3, empty: str = "—") -> str:
+    """``mean ± s.e.`` of :func:`mean_se` at ``digits`` decimals; the mean alone for one value, ``empty`` for none."""
+    r = mean_se(values)
+    if r["mean"] is None:
+        return empty
+    if r["se"] is None:
+        return f"{r['mean']:.{digits}f}"
+    return f"{r['mean']:.{digits}f} ± {r['se']:.{digits}f}"
+
+
 # ------------------------------------------------------------------------------------ verifier
 def judged_attempts(row: dict) -> Iterable[tuple[bool, Optional[str]]]:
     """(judged attempt correct, verdict) for every verifier turn of a ``self_verify`` prediction line.
