@@ -243,3 +243,70 @@ def test_offline_dataset_name_is_a_one_line_error(tiny_dir, tmp_path):
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "aime24/test.jsonl" in err[0], p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.fixture(scope="module")
+def distinct_run_dir(tiny_dir, tmp_path_factory):
+    """A run dir whose three agents have different weights (agents 2 and 3 perturbed), at stage 1."""
+    import torch
+
+    from satseq.config import TrainConfig, save_config
+    from satseq.models.agents import AgentPool
+    from satseq.models.loading import load_causal_lm
+
+    d = tmp_path_factory.mktemp("run") / "distinct"
+    model, tok = load_causal_lm(tiny_dir)
+    models = [model]
+    for i in (1, 2):
+        m = copy.deepcopy(model)
+        g = torch.Generator().manual_seed(i)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(torch.randn(p.shape, generator=g) * 0.5)
+        models.append(m)
+    pool = AgentPool.full(AGENTS, models, tok)
+    for name in AGENTS:
+        pool.save_agent(name, d / f"{name}_stage_1")
+    cfg = TrainConfig()
+    cfg.model.path = str(tiny_dir)
+    save_config(cfg, d / "train_config.yaml")
+    (d / "run_info.json").write_text(json.dumps({"method": "sat_seq", "agents": AGENTS, "mode": "full",
+                                                 "base_model": str(tiny_dir), "prompt_format": "embedded"}))
+    return d
+
+
+def test_seat_agents_play_each_named_agents_weights(distinct_run_dir, data_file, tmp_path):
+    """The adapter swap (issue 63): ``seat_agents`` in seat order is the run with those checkpoints moved on
+    disk, the identity is the run itself, and a swap of agents that differ changes what the seats answer."""
+    import shutil
+
+    kw = dict(limit=2, n=1, max_new_tokens=6)
+    swap = ["agent_2", "agent_1", "agent_3"]
+    _eval(data_file, distinct_run_dir, tmp_path / "own", **kw)
+    _eval(data_file, distinct_run_dir, tmp_path / "identity", seat_agents=AGENTS, **kw)
+    _eval(data_file, distinct_run_dir, tmp_path / "swapped", seat_agents=swap, **kw)
+    moved = tmp_path / "moved_run"
+    shutil.copytree(distinct_run_dir, moved)
+    (moved / "agent_1_stage_1").rename(moved / "tmp")
+    (moved / "agent_2_stage_1").rename(moved / "agent_1_stage_1")
+    (moved / "tmp").rename(moved / "agent_2_stage_1")
+    _eval(data_file, moved, tmp_path / "moved", **kw)
+
+    def responses(name):
+        return [r["responses"] for r in _lines(tmp_path / name)]
+    assert responses("identity") == responses("own")
+    assert responses("swapped") == responses("moved")
+    assert responses("swapped") != responses("own")
+    cfg = yaml.safe_load((tmp_path / "swapped" / "inference_config.yaml").read_text())
+    assert cfg["seat_agents"] == swap and "--seat_agents agent_2,agent_1,agent_3" in cfg["command"]
+    assert cfg["run"]["checkpoints"]["agent_1"].endswith("agent_2_stage_1")
+    assert "seat_agents" not in yaml.safe_load((tmp_path / "own" / "inference_config.yaml").read_text())
+    with pytest.raises(SatseqError, match="--seat_agents agent_1,agent_1,agent_3: must name each of the run's agents"):
+        _eval(data_file, distinct_run_dir, tmp_path / "bad", seat_agents=["agent_1", "agent_1", "agent_3"], **kw)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_seat_agents_on_a_single_model_is_an_error(tiny_dir, data_file, tmp_path):
+    with pytest.raises(SatseqError, match="--seat_agents applies to a run directory"):
+        _eval(data_file, tiny_dir, tmp_path / "out", seat_agents=["a", "b"])
+    assert not (tmp_path / "out").exists()

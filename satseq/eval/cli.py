@@ -4,6 +4,7 @@
     satseq eval --dataset gsm8k --data_dir data --checkpoint_dir smollm2 --limit 50
     satseq eval --dataset math500 --checkpoint_dir outputs/sat_seq_dapo --n 8 --k 1 --k 8
     satseq eval --dataset embedded --checkpoint_dir outputs/sat_seq_dapo --stage 20
+    satseq eval --dataset embedded --checkpoint_dir outputs/sat_seq_dapo --seat_agents agent_2,agent_1,agent_3
 
 Registered in :mod:`satseq.cli` as ``app.command("eval")(eval_command)``, which turns a
 :class:`~satseq.errors.SatseqError` into one ``error:`` line and exit status 2.
@@ -62,6 +63,9 @@ def eval_command(
     workflow: Optional[str] = typer.Option(
         None, "--workflow", help="coach: MLMT's solve -> feedback -> refine; self_verify: PAG's solve -> verify -> "
         "revise (Acc@t1, Acc@final, verifier accuracy). For a single model; MLMT / PAG run dirs use theirs"),
+    seat_agents: Optional[str] = typer.Option(
+        None, "--seat_agents", help="run dir: its agents in seat order, comma-separated (agent_2,agent_1: each plays "
+        "the other's seat; the adapter-swap test of whether they specialised)"),
 ):
     """Evaluate a model or a SAT-Seq run dir: pass@k, avg@k, maj@k (+ vote and per-agent accuracy); resumable."""
     from satseq.eval.runner import run_evaluation
@@ -69,7 +73,8 @@ def eval_command(
     run_evaluation(dataset, checkpoint_dir, output_dir, n=n, ks=_parse_ks(k), temperature=temperature, top_p=top_p,
                    max_new_tokens=max_new_tokens, limit=limit, data_dir=data_dir, batch_size=batch_size,
                    threads=threads, stage=stage, seed=seed, device=device, show_progress=progress,
-                   console=typer.echo, workflow=workflow, engine=engine)
+                   console=typer.echo, workflow=workflow, engine=engine,
+                   seat_agents=seat_agents.split(",") if seat_agents is not None else None)
 
 
 if __name__ == "__main__":  # python -m satseq.eval.cli ... (the main entry point is `satseq eval`)

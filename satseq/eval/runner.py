@@ -178,12 +178,14 @@ def run_evaluation(
     engine_factory: Callable[..., Any] | None = None,
     workflow: str | None = None,
     engine: str = "hf",
+    seat_agents: Sequence[str] | None = None,
 ) -> dict:
     """Evaluate and write ``predictions.jsonl``, ``inference_config.yaml``, ``metrics.json``.
 
     Returns the metrics dict (also written to ``metrics.json``). ``engine_factory(tokenizer,
     batch_size=, device=)`` replaces the rollout engine (tests); ``engine``: ``hf`` (satseq's) or ``vllm``
-    (recorded in ``inference_config.yaml`` when not ``hf``). See the module docstring.
+    (recorded in ``inference_config.yaml`` when not ``hf``); ``seat_agents``: a run's agents in seat order, to
+    play them in each other's seats (:func:`~satseq.eval.targets.seat_checkpoints`). See the module docstring.
     """
     from satseq.utils.progress import progress_bar
     t_start = time.perf_counter()
@@ -219,7 +221,8 @@ def run_evaluation(
     rows = read_existing(out_dir)
     check_same_problems(out_dir, rows, problems)
 
-    target = load_target(checkpoint_dir, stage=stage, device=dev, console=console, workflow=workflow)
+    target = load_target(checkpoint_dir, stage=stage, device=dev, console=console, workflow=workflow,
+                         seat_agents=seat_agents)
     sampling = resolve_sampling(n, temperature, top_p,
                                 max_new_tokens if max_new_tokens is not None else target.default_max_new_tokens,
                                 target.stop)
@@ -246,9 +249,11 @@ def run_evaluation(
         "device": dev,
         "threads": threads,
         **({"engine": engine} if engine != "hf" else {}),
+        **({"seat_agents": list(target.info["seat_agents"])} if seat_agents is not None else {}),
         **({"run": target.info} if target.kind == "run" else {}),
         "command": _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling, limit, data_dir, batch_size,
-                                  threads, target.stage, seed, workflow, engine),
+                                  threads, target.stage, seed, workflow, engine,
+                                  target.info.get("seat_agents") if seat_agents is not None else None),
     }
     check_same_config(out_dir, config, rows)
     # Every prompt must fit the model's context before anything is written or generated.
@@ -313,7 +318,7 @@ def run_evaluation(
 
 
 def _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling: SamplingParams, limit, data_dir, batch_size,
-                   threads, stage, seed, workflow=None, engine: str = "hf") -> str:
+                   threads, stage, seed, workflow=None, engine: str = "hf", seat_agents=None) -> str:
     import shlex
 
     parts = ["satseq", "eval", "--dataset", str(dataset), "--checkpoint_dir", str(checkpoint_dir),
@@ -335,4 +340,6 @@ def _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling: SamplingPa
         parts += ["--workflow", workflow]
     if engine != "hf":
         parts += ["--engine", engine]
+    if seat_agents is not None:
+        parts += ["--seat_agents", ",".join(seat_agents)]
     return " ".join(shlex.quote(p) for p in parts)

@@ -23,7 +23,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from satseq.errors import ConfigError, SatseqError
 
@@ -145,7 +145,21 @@ def _trained_with(workflow: str) -> str:
     return m.title if m is not None else workflow
 
 
-def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
+def seat_checkpoints(names: list[str], dirs: dict, seat_agents: Sequence[str] | None) -> dict:
+    """Each seat's checkpoint: seat ``names[i]`` plays ``seat_agents[i]``'s weights (AT-GRPO's adapter swap:
+    if the agents specialised, playing them in each other's seats should hurt), or its own when None.
+    ``seat_agents`` must be a permutation of ``names``."""
+    if seat_agents is None:
+        return dict(dirs)
+    got = [str(a).strip() for a in seat_agents]
+    if sorted(got) != sorted(names):
+        raise ConfigError(f"--seat_agents {','.join(got)}: must name each of the run's agents once, in seat order "
+                          f"(the run's agents: {','.join(names)})")
+    return {seat: dirs[agent] for seat, agent in zip(names, got)}
+
+
+def _load_run(run_dir: Path, stage: int | None, device: str, console,
+              seat_agents: Sequence[str] | None = None) -> Target:
     from satseq.config import TrainConfig, load_config
     from satseq.config.loader import finalize
     from satseq.runtime import build_pool, prompt_format_of
@@ -165,6 +179,7 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
     if info.get("base_model") and cfg.model.path != info["base_model"]:
         cfg.model.path = info["base_model"]
     stage, dirs = _stage_dirs(run_dir, names, stage)
+    dirs = seat_checkpoints(list(names), dirs, seat_agents)
     _lora_shape_from_adapter(cfg, dirs[names[0]])
     import warnings
 
@@ -184,7 +199,8 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console) -> Target:
                   default_max_new_tokens=max_new, stop=tuple(cfg.rollout.stop),
                   info={"mode": info.get("mode"), "method": info.get("method"),
                         "base_model": info.get("base_model"),
-                        "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()}},
+                        "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()},
+                        **({"seat_agents": [str(a).strip() for a in seat_agents]} if seat_agents is not None else {})},
                   method=method, workflow=env.name, env=env, cfg=cfg, roles=roles, options=env.workflow_options(cfg))
 
 
@@ -217,15 +233,16 @@ def _load_single(spec: str, device: str, console, workflow: str | None = None) -
 
 
 def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, device: str = "cpu",
-                console=print, workflow: str | None = None) -> Target:
+                console=print, workflow: str | None = None, seat_agents: Sequence[str] | None = None) -> Target:
     """A run directory (relay over its agents; an MLMT run: its coach workflow) or a single model
-    (see the module docstring); ``workflow="coach"`` makes a single model play both MLMT roles."""
+    (see the module docstring); ``workflow="coach"`` makes a single model play both MLMT roles;
+    ``seat_agents`` puts a run's agents in other seats (:func:`seat_checkpoints`)."""
     spec = str(checkpoint_dir).strip()
     if not spec:
         raise ConfigError("--checkpoint_dir is empty")
     p = Path(spec).expanduser()
     if _is_run_dir(p):
-        target = _load_run(p, stage, device, console)
+        target = _load_run(p, stage, device, console, seat_agents)
         if workflow is not None and workflow != target.workflow:
             raise ConfigError(f"--workflow {workflow}: '{spec}' is a run of method "
                               f"{target.info.get('method')!r} (its workflow is {target.workflow}); pass a "
@@ -233,6 +250,9 @@ def load_target(checkpoint_dir: str | os.PathLike, *, stage: int | None = None, 
         return target
     if stage is not None:
         raise ConfigError(f"--stage applies to a SAT-Seq run directory (with run_info.json); "
+                          f"'{spec}' is not one")
+    if seat_agents is not None:
+        raise ConfigError(f"--seat_agents applies to a run directory of several agents (with run_info.json); "
                           f"'{spec}' is not one")
     if p.is_dir() and not (p / "config.json").is_file() and any(p.glob("*_stage_*")):
         raise SatseqError(f"'{spec}' holds stage checkpoints but no run_info.json: "
