@@ -249,11 +249,10 @@ def run_evaluation(
         "device": dev,
         "threads": threads,
         **({"engine": engine} if engine != "hf" else {}),
-        **({"seat_agents": list(target.info["seat_agents"])} if seat_agents is not None else {}),
+        **({"seat_agents": list(target.info["seat_agents"])} if "seat_agents" in target.info else {}),
         **({"run": target.info} if target.kind == "run" else {}),
         "command": _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling, limit, data_dir, batch_size,
-                                  threads, target.stage, seed, workflow, engine,
-                                  target.info.get("seat_agents") if seat_agents is not None else None),
+                                  threads, target.stage, seed, workflow, engine, target.info.get("seat_agents")),
     }
     check_same_config(out_dir, config, rows)
     # Every prompt must fit the model's context before anything is written or generated.

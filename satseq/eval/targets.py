@@ -151,11 +151,10 @@ def seat_checkpoints(names: list[str], dirs: dict, seat_agents: Sequence[str] | 
     ``seat_agents`` must be a permutation of ``names``."""
     if seat_agents is None:
         return dict(dirs)
-    got = [str(a).strip() for a in seat_agents]
-    if sorted(got) != sorted(names):
-        raise ConfigError(f"--seat_agents {','.join(got)}: must name each of the run's agents once, in seat order "
-                          f"(the run's agents: {','.join(names)})")
-    return {seat: dirs[agent] for seat, agent in zip(names, got)}
+    if sorted(seat_agents) != sorted(names):
+        raise ConfigError(f"--seat_agents {','.join(seat_agents)}: must name each of the run's agents once, in seat "
+                          f"order (the run's agents: {','.join(names)})")
+    return {seat: dirs[agent] for seat, agent in zip(names, seat_agents)}
 
 
 def _load_run(run_dir: Path, stage: int | None, device: str, console,
@@ -179,6 +178,8 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console,
     if info.get("base_model") and cfg.model.path != info["base_model"]:
         cfg.model.path = info["base_model"]
     stage, dirs = _stage_dirs(run_dir, names, stage)
+    if seat_agents is not None:
+        seat_agents = [str(a).strip() for a in seat_agents]
     dirs = seat_checkpoints(list(names), dirs, seat_agents)
     _lora_shape_from_adapter(cfg, dirs[names[0]])
     import warnings
@@ -200,7 +201,7 @@ def _load_run(run_dir: Path, stage: int | None, device: str, console,
                   info={"mode": info.get("mode"), "method": info.get("method"),
                         "base_model": info.get("base_model"),
                         "checkpoints": {n: str(d.resolve()) for n, d in dirs.items()},
-                        **({"seat_agents": [str(a).strip() for a in seat_agents]} if seat_agents is not None else {})},
+                        **({"seat_agents": seat_agents} if seat_agents is not None else {})},
                   method=method, workflow=env.name, env=env, cfg=cfg, roles=roles, options=env.workflow_options(cfg))
 
 
