@@ -184,3 +184,34 @@ def test_a_killed_sat_seq_game_run_resumes_to_the_same_metrics(tiny_dir, tmp_pat
         a = load_file(str(next((whole / f"{agent}_stage_3").glob("*.safetensors"))))
         b = load_file(str(next((resumed / f"{agent}_stage_3").glob("*.safetensors"))))
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_worked_examples_come_between_the_system_message_and_the_first_observation(tiny):
+    from test_conversation_tokens import chatml_tokenizer, smollm2_template
+
+    tok = chatml_tokenizer(smollm2_template())
+    cfg = load_config(None, ["method=grpo", "env.name=textarena", "env.textarena.system_prompt=Reply [k].",
+                             "env.textarena.examples=[{observation: 'board A', move: '[0]'}, "
+                             "{observation: 'board B', move: '[3]'}]"])
+    env = get_env("textarena")
+    fmt = env.prompt_format("chat", tok, cfg)
+    wf = env.make_workflow(cfg, {"player": "policy"}, fmt, SamplingParams(max_new_tokens=8))
+    problems = env.embedded_task().problems(1)
+    (ep,) = wf.rollout(problems, ScriptedPool(tok), ScriptedEngine(tok, lambda prompt: "[4]"), group_size=1,
+                       generator=torch.Generator().manual_seed(0))
+    text = ep.turns[0].prompt_text
+    order = [text.index(s) for s in ("<|im_start|>system\nReply [k].", "<|im_start|>user\nboard A",
+                                     "<|im_start|>assistant\n[0]", "<|im_start|>user\nboard B",
+                                     "<|im_start|>assistant\n[3]", "[GAME]")]
+    assert order == sorted(order)
+    assert text.count("[GAME]") and text.index("[GAME]") > order[-2]
+    # the model's own turn follows the observation, and later turns do not repeat the examples
+    assert ep.turns[0].info["action"] == "[4]"
+    if len(ep.turns) > 1:
+        assert "board A" not in ep.turns[1].prompt_text[len(text):]
+    # the embedded model (no chat template) cannot take chat messages: a one-line error
+    _, embedded_tok = tiny
+    with pytest.raises(ConfigError, match="env.textarena.examples.*no chat template"):
+        env.prompt_format("embedded", embedded_tok, cfg)
+    with pytest.raises(ConfigError, match="env.textarena.examples"):
+        load_config(None, ["method=grpo", "env.name=textarena", "env.textarena.examples=[{observation: a}]"])

@@ -20,6 +20,14 @@ A model before any training (``--model smollm2``, or any ``model.path``) in the 
 greedy, one game per held-out seed (``--set`` adds the run's ``env.*`` / ``rollout.*`` overrides)::
 
     python bench/methods/textarena_winrate.py --model smollm2 --n 100 --set env.textarena.seat=alternate ...
+
+``--config RECIPE`` starts that model from a training recipe (its game, prompts, examples and sampling), so the
+"before" of a run is the run's own setting; ``--temperature T`` samples every move at T (top-p 1) for the model
+and for the runs alike (the default: greedy for runs, the recipe's or greedy for ``--model``)::
+
+    python bench/methods/textarena_winrate.py --model smollm2 --config recipes/smollm2/textarena_tictactoe.yaml \
+        --temperature 1.0 --n 200
+    python bench/methods/textarena_winrate.py outputs/smollm2_textarena_tictactoe --temperature 1.0 --n 200
 """
 from __future__ import annotations
 
@@ -39,7 +47,9 @@ def parse_args(argv=None):
     ap.add_argument("runs", nargs="*", help="run directories of env.name=textarena runs")
     ap.add_argument("--random-player", action="store_true", help="the trivial baseline: a random player in the seat")
     ap.add_argument("--model", default=None, help="a model before training (model.path: smollm2, a directory)")
+    ap.add_argument("--config", default=None, help="--model: a training recipe to start from (its env.*, rollout.*)")
     ap.add_argument("--set", nargs="*", default=[], help="--model: config overrides (env.textarena.*, rollout.*)")
+    ap.add_argument("--temperature", type=float, default=None, help="sample each move at T with top-p 1 (default: greedy)")
     ap.add_argument("--game", default="TicTacToe-v0", help="--random-player: the game")
     ap.add_argument("--opponent", default="random", choices=["random", "first_legal"], help="--random-player: the opponent")
     ap.add_argument("--seat", default="alternate", help="--random-player: 0, 1 or alternate (the seed's parity)")
@@ -61,12 +71,13 @@ def rates(outcomes: list[str]) -> dict:
     return out
 
 
-def winrate(run_dir: Path, n: int, stage, max_new_tokens, threads) -> dict:
+def winrate(run_dir: Path, n: int, stage, max_new_tokens, threads, temperature=None) -> dict:
     import satseq
 
+    sampling = {} if temperature is None else {"temperature": temperature, "top_p": 1.0}
     with tempfile.TemporaryDirectory() as tmp:
         satseq.evaluate(run_dir, dataset="embedded", limit=n, stage=stage, max_new_tokens=max_new_tokens,
-                        threads=threads, output_dir=tmp)
+                        threads=threads, output_dir=tmp, **sampling)
         rows = [json.loads(x) for x in (Path(tmp) / "predictions.jsonl").read_text().splitlines()]
     per_role: dict[str, list[str]] = {}
     for row in rows:
@@ -102,18 +113,22 @@ def random_player(game: str, opponent: str, seat: str, n: int) -> dict:
     return {"player": rates(outcomes)}
 
 
-def untrained(model: str, overrides: list[str], n: int, threads: int) -> tuple[dict, list[dict]]:
-    """``model`` (no training) on ``n`` held-out seeds of ``env.name=textarena`` with ``overrides``, greedy: the
-    rates per role and each game's outcome and actions."""
+def untrained(model: str, overrides: list[str], n: int, threads: int, config=None,
+              temperature=None) -> tuple[dict, list[dict]]:
+    """``model`` (no training) on ``n`` held-out seeds of ``env.name=textarena`` (from the recipe ``config``
+    when given) with ``overrides``, greedy or at ``temperature``: the rates per role and each game's outcome and
+    actions."""
     import torch
 
     from satseq.config import load_config
     from satseq.registry import get_method
     from satseq.runtime import build_runtime
 
-    cfg = load_config(None, ["method=grpo", f"model.path={model}", "env.name=textarena", "rollout.temperature=0.0",
-                             "data.train_size=1", f"data.eval_size={n}", f"threads={threads or 1}",
-                             f"output_dir={tempfile.mkdtemp()}", *overrides])
+    sampling = ["rollout.temperature=0.0"] if temperature is None and config is None else \
+        [] if temperature is None else [f"rollout.temperature={temperature}", "rollout.top_p=1.0"]
+    cfg = load_config(config, ["method=grpo", f"model.path={model}", "env.name=textarena", *sampling,
+                               "data.train_size=1", f"data.eval_size={n}", f"threads={threads or 1}",
+                               f"output_dir={tempfile.mkdtemp()}", *overrides])
     method = get_method(cfg.method)
     rt = build_runtime(cfg, method, console=lambda *a: None)
     env = method.environment(rt.cfg)
@@ -141,8 +156,10 @@ def main(argv=None) -> int:
         print(f"{name}  win {r['win']:.3f} ± {r['win_se']:.3f}  draw {r['draw']:.3f}  loss {r['loss']:.3f}  "
               f"({r['games']} games)")
     elif args.model is not None:
-        name = f"untrained:{args.model}:" + " ".join(args.set)
-        table[name], games = untrained(args.model, args.set, args.n, args.threads)
+        name = f"untrained:{args.model}:" + " ".join(
+            ([f"--config {args.config}"] if args.config else []) +
+            ([f"--temperature {args.temperature}"] if args.temperature is not None else []) + args.set)
+        table[name], games = untrained(args.model, args.set, args.n, args.threads, args.config, args.temperature)
         table[name]["games"] = games
         args.runs = []
         for role, r in table[name].items():
@@ -152,7 +169,7 @@ def main(argv=None) -> int:
     elif not args.runs:
         raise SystemExit("textarena_winrate.py: give run directories, --random-player or --model")
     for run in args.runs:
-        table[run] = winrate(Path(run), args.n, args.stage, args.max_new_tokens, args.threads)
+        table[run] = winrate(Path(run), args.n, args.stage, args.max_new_tokens, args.threads, args.temperature)
         for role, r in table[run].items():
             print(f"{run}  {role:>9}  win {r['win']:.3f} ± {r['win_se']:.3f}  draw {r['draw']:.3f}  "
                   f"loss {r['loss']:.3f}  unfinished {r['unfinished']:.3f}  ({r['games']} games)")

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Sequence, Union
 
 from pydantic import Field
 
@@ -62,6 +62,13 @@ OUTCOMES = ("win", "draw", "loss", "unfinished")
 #: what the embedded model (256 positions) is shown by default: the board, the moves, the game's messages
 COMPACT = ("GAME_BOARD", "GAME_ADMIN", "GAME_ACTION_DESCRIPTION", "GAME_MESSAGE")
 _MOVE = re.compile(r"'(\[[^\]'\n]*\])'")  # a move the game lists, quoted: '[4]', '[check]'
+
+
+class ArenaExample(Section):
+    """One worked turn of ``env.textarena.examples``: an observation and the move that answers it."""
+
+    observation: str = Field(..., description="the user message (as format_observation writes one)")
+    move: str = Field(..., description="the assistant's reply, e.g. [4]")
 
 
 class TextArenaConfig(Section):
@@ -80,6 +87,9 @@ class TextArenaConfig(Section):
         "auto", description="TextArena ObservationType names a player is shown (e.g. [GAME_BOARD, GAME_ADMIN]), "
         "all, or auto: all for a chat model, the embedded model's compact set (COMPACT: no rules text) otherwise")
     system_prompt: Optional[str] = Field(None, description="a system message before the first observation (chat models)")
+    examples: list[ArenaExample] = Field(
+        default_factory=list, description="worked turns before the first observation (chat models): a list of "
+        "{observation, move}, each shown as a user message and the assistant's reply (few-shot; docs/textarena.md)")
 
 
 def _textarena():
@@ -131,9 +141,19 @@ def listed_moves(observation) -> list[str]:
 class ArenaFormat(ObservationFormat):
     """A conversation format for games (the first prompt is the first observation)."""
 
-    def __init__(self, conversation_format, system: Optional[str], keep: Optional[set] = None):
+    def __init__(self, conversation_format, system: Optional[str], keep: Optional[set] = None,
+                 examples: Sequence[ArenaExample] = ()):
         super().__init__(conversation_format, system, "textarena")
         self.keep = keep  # the ObservationType names shown (None: all)
+        self.examples = tuple(examples)
+
+    def messages(self, observation: str) -> list:
+        """The system message, each worked example's observation and move, then ``observation``."""
+        from satseq.envs.conversation import Message
+
+        head = super().messages(observation)
+        shots = [m for ex in self.examples for m in (Message("user", ex.observation), Message("assistant", ex.move))]
+        return head[:-1] + shots + head[-1:]
 
 
 class Opponent:
@@ -293,10 +313,13 @@ class TextArena(Environment):
         chat = kind != "embedded" and getattr(tokenizer, "chat_template", None) is not None \
             and cfg.model.chat_template != "never"
         s = self.section(cfg)
+        if s.examples and not chat:
+            raise ConfigError("config key 'env.textarena.examples': worked turns are chat messages, and this model "
+                              "has no chat template in use (model.chat_template=never, or the embedded model)")
         keep = set(s.observations) if isinstance(s.observations, list) else \
             None if s.observations == "all" or chat else set(COMPACT)
         return ArenaFormat(conversation_format(tokenizer, kind="chat" if chat else "plain"),
-                           s.system_prompt if chat else None, keep)
+                           s.system_prompt if chat else None, keep, s.examples if chat else ())
 
     def make_workflow(self, cfg, roles, prompt_format, sampling, options=None):
         from satseq.workflows.interactive import InteractiveWorkflow
