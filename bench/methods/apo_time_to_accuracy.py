@@ -75,7 +75,7 @@ def main() -> None:
 
     import torch
 
-    from satseq.compare.baselines import mean_se
+    from satseq.utils.stats import mean_se
     from satseq.compare.report import best_cells
 
     torch.set_num_threads(a.threads)

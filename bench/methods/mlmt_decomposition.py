@@ -71,7 +71,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("eval_dirs", nargs="+", type=Path, help="satseq eval output directories (predictions.jsonl)")
     args = ap.parse_args()
-    from satseq.compare.baselines import mean_se
+    from satseq.utils.stats import mean_se
 
     print("| evaluation | partial sum in | written | right (when written) | final right: partial right / "
           "wrong or absent | final accuracy |")

@@ -71,7 +71,7 @@ def _head() -> str:
 
 def _mean_se(vals: list[float]) -> str:
     """satseq.compare's ``mean ± s.e.``, bold when there are several seeds."""
-    from satseq.compare.baselines import format_mean_se
+    from satseq.utils.stats import format_mean_se
 
     return format_mean_se(vals) if len(vals) < 2 else f"**{format_mean_se(vals)}**"
 

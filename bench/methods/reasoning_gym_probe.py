@@ -48,8 +48,8 @@ TASKS = [
 
 
 def mean_se(xs: list[float]) -> tuple[float, float | None]:
-    """(mean, s.e.) of satseq.compare's :func:`~satseq.compare.baselines.mean_se`."""
-    from satseq.compare.baselines import mean_se as _mean_se
+    """(mean, s.e.) of :func:`~satseq.utils.stats.mean_se`."""
+    from satseq.utils.stats import mean_se as _mean_se
 
     r = _mean_se(xs)
     return r["mean"], r["se"]

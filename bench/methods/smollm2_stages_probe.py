@@ -45,7 +45,7 @@ TEMPLATES = {
 
 
 def _mean_se(xs: list[float]) -> str:
-    from satseq.compare.baselines import mean_se
+    from satseq.utils.stats import mean_se
 
     r = mean_se(xs)
     return f"{r['mean']:.3f} ± {r['se'] if r['se'] is not None else float('nan'):.3f}"

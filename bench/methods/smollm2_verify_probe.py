@@ -41,7 +41,7 @@ TWO_SHOT = ("Q: What is 3 + 4 + 5? Proposed answer: 3 + 4 + 5 = 13. The answer i
 
 def _mean_se(xs: list[float]) -> str:
     """``mean ± s.e.`` over problems (satseq.compare's :func:`mean_se`), ``—`` when there are none."""
-    from satseq.compare.baselines import format_mean_se
+    from satseq.utils.stats import format_mean_se
 
     return format_mean_se(xs)
 

@@ -78,8 +78,8 @@ def run(recipe: Path, out: Path, builds: list[int], task: str, runs: str | None,
 
 
 def _mean_se(xs: list[float]) -> tuple[float, float]:
-    """(mean, s.e.) of satseq.compare's :func:`~satseq.compare.baselines.mean_se`; s.e. NaN for one value."""
-    from satseq.compare.baselines import mean_se
+    """(mean, s.e.) of :func:`~satseq.utils.stats.mean_se`; s.e. NaN for one value."""
+    from satseq.utils.stats import mean_se
 
     r = mean_se(xs)
     return r["mean"], (r["se"] if r["se"] is not None else float("nan"))

@@ -59,7 +59,7 @@ def seat_figures(lines: list[dict]) -> dict:
 
 def mean_se(values: list) -> str:
     """``mean ± s.e.`` over the values that are not None (satseq.compare's), ``-`` when there are none."""
-    from satseq.compare.baselines import format_mean_se
+    from satseq.utils.stats import format_mean_se
 
     return format_mean_se([x for x in values if x is not None], empty="-")
 

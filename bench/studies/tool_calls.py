@@ -23,7 +23,7 @@ def rates(run_dir: Path, stages: int) -> tuple[float, float] | None:
 
 
 def _mean_se(xs: list[float]) -> str:
-    from satseq.compare.baselines import format_mean_se
+    from satseq.utils.stats import format_mean_se
 
     return format_mean_se(xs, digits=2)
 

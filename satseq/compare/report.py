@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
-from satseq.compare.baselines import mean_se
+from satseq.utils.stats import mean_se
 from satseq.compare.spec import value_label
 from satseq.compare.stability import ENTROPY_FLOOR, LENGTH_FLOOR, over_seeds
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-from satseq.compare.baselines import mean_se
+from satseq.utils.stats import mean_se
 
 LENGTH_FLOOR = 0.5     # collapse: final response length < 0.5 × stage 0's
 ENTROPY_FLOOR = 0.1    # collapse: final per-token entropy < 0.1 × stage 0's

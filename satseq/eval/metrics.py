@@ -18,13 +18,13 @@
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from satseq.rewards.grade import is_equivalent
 from satseq.rewards.scorers import DEFAULT_SCORER, get_scorer
+from satseq.utils.stats import mean_se
 from satseq.rewards.voting import Equivalent, majority_vote, tie_generator  # noqa: F401  (re-exported)
 
 __all__ = [
@@ -140,14 +140,6 @@ def problem_metrics(
     return out
 
 
-def _mean_se(values: Sequence[float]) -> dict[str, float | None]:
-    """Mean and ``SE = sample_std / sqrt(P)``; SE is None with fewer than 2 values."""
-    arr = np.asarray(values, dtype=np.float64)
-    mean = float(arr.mean())
-    se = float(arr.std(ddof=1) / math.sqrt(len(arr))) if len(arr) > 1 else None
-    return {"mean": mean, "se": se}
-
-
 def summarize(
     per_problem: Sequence[dict],
     ks: Sequence[int],
@@ -197,5 +189,5 @@ def summarize(
         for k in ks:
             key = f"{kind}@{k}"
             if key in values:
-                out[key] = _mean_se(values[key])
+                out[key] = mean_se(values[key])
     return out
