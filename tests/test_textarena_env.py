@@ -72,6 +72,17 @@ def test_a_second_invalid_move_in_a_row_loses_the_game(tiny):
     assert ep.info["outcome"] == {"player_0": "win", "player_1": "loss"}  # TextArena's error allowance is 1
     assert [t.info["invalid_move"] for t in ep.turns] == [False, True, True]
     assert [t.reward for t in ep.turns] == [1.0, 0.0, -1.0]
+    # the format penalty: each invalid move costs its player, on that player's last turn; the outcome is unchanged
+    _, _, (ep,) = _play(tok, ["env.textarena.opponent=none", "env.textarena.invalid_move_penalty=0.25"],
+                        _moves("[4]", "[4]", "[9]"))
+    assert ep.info["outcome"] == {"player_0": "win", "player_1": "loss"}
+    assert [t.reward for t in ep.turns] == [1.0, 0.0, -1.5]
+    # (the two-player game of the test above: player_0's one invalid move costs it 0.25 of its win)
+    env, cfg, (ep,) = _play(tok, ["env.textarena.opponent=none", "env.textarena.invalid_move_penalty=0.25"],
+                            _moves("[0]", "[3]", "no move", "[1]", "[4]", "[2]"))
+    assert [t.reward for t in ep.turns] == [0.0, 0.0, 0.0, 0.0, -1.0, 0.75]
+    with pytest.raises(ConfigError, match="env.textarena.invalid_move_penalty"):
+        load_config(None, ["method=grpo", "env.name=textarena", "env.textarena.invalid_move_penalty=-1"])
 
 
 def test_against_the_random_opponent_one_role_plays_and_the_opponent_is_seeded(tiny):

@@ -87,6 +87,9 @@ class TextArenaConfig(Section):
         "auto", description="TextArena ObservationType names a player is shown (e.g. [GAME_BOARD, GAME_ADMIN]), "
         "all, or auto: all for a chat model, the embedded model's compact set (COMPACT: no rules text) otherwise")
     system_prompt: Optional[str] = Field(None, description="a system message before the first observation (chat models)")
+    invalid_move_penalty: float = Field(
+        0.0, ge=0.0, description="subtracted from a player's reward for each invalid move it made (a format reward: "
+        "a game lost by invalid moves then scores below one lost by play); 0 = the game's outcome alone")
     examples: list[ArenaExample] = Field(
         default_factory=list, description="worked turns before the first observation (chat models): a list of "
         "{observation, move}, each shown as a user message and the assistant's reply (few-shot; docs/textarena.md)")
@@ -332,12 +335,16 @@ class TextArena(Environment):
                                    max_turns=cfg.env.max_turns or DEFAULT_MAX_TURNS)
 
     def assign_rewards(self, cfg, episodes, ctx) -> dict:
-        """Each role's outcome on its last turn, 0 on its other turns (module docstring)."""
+        """Each role's outcome, less ``invalid_move_penalty`` per invalid move of that role, on its last turn;
+        0 on its other turns (module docstring)."""
+        penalty = self.section(cfg).invalid_move_penalty
         for ep in episodes:
             returns = ep.info.get("returns", {})
+            invalid = ep.info.get("invalid_moves", {})
             last = {t.role: t for t in ep.turns}
             for t in ep.turns:
-                t.reward = float(returns.get(t.role, 0.0)) if last[t.role] is t else 0.0
+                t.reward = float(returns.get(t.role, 0.0)) - penalty * invalid.get(t.role, 0) \
+                    if last[t.role] is t else 0.0
                 t.correct = ep.info.get("outcome", {}).get(t.role) == "win"
             ep.prediction_correct = any(o == "win" for o in ep.info.get("outcome", {}).values()) \
                 if len(returns) == 1 else False
