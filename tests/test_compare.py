@@ -290,3 +290,29 @@ def test_code_answer_is_two_seats_not_one_policy_and_reports_the_coders_seat():
     assert m["final"]["accuracy"]["mean"] == 0.5 and m["coder"]["accuracy"]["mean"] == 0.75
     s = summarize_eval(m, rows, 2)
     assert "maj@k" not in s and s["turn1"]["mean"] == 0.75
+
+
+def test_a_key_at_its_default_leaves_the_fingerprint_and_an_older_mark_is_reread_from_the_saved_config(tmp_path):
+    """The fingerprint hashes a config's settings (its values that differ from the schema's defaults), so a key
+    the schema gains later, at its default, does not orphan a kept study's runs; a mark of the older scheme (the
+    full config) is accepted when the run's saved train_config.yaml has the same settings, never otherwise."""
+    from satseq.compare.runner import _saved_settings_match, fingerprint, settings
+    from satseq.compare.spec import read_spec
+    from satseq.config import load_config, save_config
+
+    f = tmp_path / "c.yaml"
+    f.write_text(_spec(tmp_path, tmp_path / "out"))
+    spec, _ = read_spec(f)
+    cfg = load_config(None, ["method=grpo", "ppo.lr=1e-3"])
+    explicit = load_config(None, ["method=grpo", "ppo.lr=1e-3", "ppo.epsilon_high=0.2"])  # its default, said
+    assert "epsilon_high" not in settings(explicit)["ppo"]
+    assert fingerprint(explicit, spec) == fingerprint(cfg, spec)
+    assert fingerprint(load_config(None, ["method=grpo", "ppo.lr=3e-4"]), spec) != fingerprint(cfg, spec)
+    run = tmp_path / "run"
+    run.mkdir()
+    assert not _saved_settings_match(run, cfg)  # nothing saved: refused
+    resolved = load_config(None, ["method=grpo", "ppo.lr=1e-3", "rollout.engine=hf"])  # the trainer resolves auto
+    save_config(resolved, run / "train_config.yaml")
+    assert _saved_settings_match(run, cfg)
+    save_config(load_config(None, ["method=grpo", "ppo.lr=3e-4"]), run / "train_config.yaml")
+    assert not _saved_settings_match(run, cfg)

@@ -6,8 +6,11 @@ A sweep's grid point is a cell (:class:`~satseq.compare.spec.Cell`), trained exa
 its name ``<run>@<key>=<value>`` names its directories, and its swept value is in its training config,
 hence in its fingerprint.
 
-1. ``compare_run.json`` records the run's fingerprint (the full resolved training config and the
-   budget). A run directory made with other settings is refused, never resumed into.
+1. ``compare_run.json`` records the run's fingerprint (:func:`settings`: the resolved training config's
+   values that differ from the schema's defaults, and the budget; a key the schema gains later, at its
+   default, leaves it unchanged). A run directory made with other settings is refused, never resumed
+   into. A mark of the older scheme (the full config, defaults included) is accepted when the run's saved
+   ``train_config.yaml`` has the same settings, and rewritten.
 2. ``compare_result.json`` present with that fingerprint: the job is done; nothing is redone.
 3. Otherwise the trainer runs (or resumes exactly from ``trainer_state/`` after a kill: the loop's
    own resume) until the budget is spent: :class:`BudgetStop` sums ``rollout/generated_tokens`` or
@@ -115,11 +118,37 @@ def run_config(spec: CompareSpec, run: RunSpec, seed: int, out: Path):
     return load_config(run.config, run_overrides(spec, run, seed, out))
 
 
-def fingerprint(cfg, spec: CompareSpec) -> str:
-    from satseq.config import dump_config
+def settings(cfg) -> dict:
+    """The config's values that differ from the schema's defaults (what a run was set to do)."""
+    return cfg.model_dump(mode="json", exclude_defaults=True)
 
-    text = json.dumps({"config": dump_config(cfg), "budget": spec.budget.model_dump()}, sort_keys=True, default=str)
+
+def fingerprint(cfg, spec: CompareSpec) -> str:
+    text = json.dumps({"settings": settings(cfg), "budget": spec.budget.model_dump()}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _saved_settings_match(run_dir: Path, cfg) -> bool:
+    """The run's saved ``train_config.yaml`` read by this schema has ``cfg``'s settings (a mark of the older
+    fingerprint scheme, whose hash changed with every key the schema gained). A key ``cfg`` leaves to the
+    trainer (None or ``auto``, e.g. ``rollout.engine``) may be saved resolved."""
+    from satseq.config import load_config
+    from satseq.errors import SatseqError
+
+    path = run_dir / "train_config.yaml"
+    if not path.is_file():
+        return False
+    try:
+        saved = settings(load_config(str(path), []))
+    except (SatseqError, ValueError, OSError):
+        return False
+    return _same(settings(cfg), saved)
+
+
+def _same(want, saved) -> bool:
+    if isinstance(want, dict) and isinstance(saved, dict):
+        return all(_same(want.get(k), saved.get(k)) for k in set(want) | set(saved))
+    return want == saved or want is None or want == "auto"
 
 
 def evaluate(spec: CompareSpec, target: Path, out_dir: Path, stage: Optional[int] = None) -> tuple[dict, list[dict]]:
@@ -171,6 +200,14 @@ def train_and_evaluate(spec: CompareSpec, run: RunSpec, seed: int, out: Path, *,
     run_dir = Path(cfg.run_dir)
     fp = fingerprint(cfg, spec)
     mark = read_json_if_exists(run_dir / FINGERPRINT)
+    if mark is not None and mark.get("fingerprint") != fp and mark.get("scheme") != "settings" \
+            and _saved_settings_match(run_dir, cfg):
+        old = mark["fingerprint"]
+        mark = {**mark, "fingerprint": fp, "scheme": "settings"}
+        write_json(run_dir / FINGERPRINT, mark)
+        done = read_json_if_exists(run_dir / RESULT)
+        if done is not None and done.get("fingerprint") == old:
+            write_json(run_dir / RESULT, {**done, "fingerprint": fp})
     if mark is not None and mark.get("fingerprint") != fp:
         raise ConfigError(f"{run_dir} was made with other settings (config or budget changed since): "
                           "delete it, or give the run another name")
@@ -182,7 +219,8 @@ def train_and_evaluate(spec: CompareSpec, run: RunSpec, seed: int, out: Path, *,
                                                                 spec.budget.amount)}
     if mark is None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_json(run_dir / FINGERPRINT, {"fingerprint": fp, "name": run.name, "seed": seed, "method": run.method})
+        write_json(run_dir / FINGERPRINT, {"fingerprint": fp, "scheme": "settings", "name": run.name, "seed": seed,
+                                           "method": run.method})
     kind, amount = spec.budget.kind, spec.budget.amount
     rows = read_metrics(run_dir)
     if not _already_trained(run_dir, rows, kind, amount, spec.max_stages):
