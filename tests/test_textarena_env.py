@@ -81,6 +81,8 @@ def test_a_second_invalid_move_in_a_row_loses_the_game(tiny):
     env, cfg, (ep,) = _play(tok, ["env.textarena.opponent=none", "env.textarena.invalid_move_penalty=0.25"],
                             _moves("[0]", "[3]", "no move", "[1]", "[4]", "[2]"))
     assert [t.reward for t in ep.turns] == [0.0, 0.0, 0.0, 0.0, -1.0, 0.75]
+    env.grade([ep])  # satseq eval grades without a run config: the game's outcome alone
+    assert [t.reward for t in ep.turns] == [0.0, 0.0, 0.0, 0.0, -1.0, 1.0] and ep.turns[-1].correct
     with pytest.raises(ConfigError, match="env.textarena.invalid_move_penalty"):
         load_config(None, ["method=grpo", "env.name=textarena", "env.textarena.invalid_move_penalty=-1"])
 

@@ -337,7 +337,7 @@ class TextArena(Environment):
     def assign_rewards(self, cfg, episodes, ctx) -> dict:
         """Each role's outcome, less ``invalid_move_penalty`` per invalid move of that role, on its last turn;
         0 on its other turns (module docstring)."""
-        penalty = self.section(cfg).invalid_move_penalty
+        penalty = 0.0 if cfg is None else self.section(cfg).invalid_move_penalty  # grade(): the outcome alone
         for ep in episodes:
             returns = ep.info.get("returns", {})
             invalid = ep.info.get("invalid_moves", {})
@@ -362,6 +362,7 @@ class TextArena(Environment):
         return {f"eval/{k}": v for k, v in self.rollout_metrics(cfg, episodes).items()}
 
     def grade(self, episodes) -> None:
+        """``satseq eval``'s grading (no run config): each role's outcome, without the training penalty."""
         self.assign_rewards(None, episodes, None)
 
     def prediction_answers(self, episodes):
