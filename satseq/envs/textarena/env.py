@@ -322,7 +322,7 @@ class TextArena(Environment):
         keep = set(s.observations) if isinstance(s.observations, list) else \
             None if s.observations == "all" or chat else set(COMPACT)
         return ArenaFormat(conversation_format(tokenizer, kind="chat" if chat else "plain"),
-                           s.system_prompt if chat else None, keep, s.examples if chat else ())
+                           s.system_prompt if chat else None, keep, s.examples)
 
     def make_workflow(self, cfg, roles, prompt_format, sampling, options=None):
         from satseq.workflows.interactive import InteractiveWorkflow
