@@ -135,6 +135,39 @@ def test_second_call_redoes_nothing(compared):
     assert [p.stat().st_mtime_ns for p in watched] == before
 
 
+def test_a_kept_run_with_a_mark_of_the_older_scheme_is_taken_up_not_redone(compared):
+    """A run restored from a study kept before the settings fingerprint (its mark and result hold an older
+    hash, no scheme) is accepted when its saved train_config.yaml has this recipe's settings: the mark is
+    rewritten and nothing trains or evaluates again. With other saved settings it is refused, whole."""
+    tmp, f, _ = compared
+    run = tmp / "out" / "grpo_seed0"
+    mark_path, result_path, config_path = run / "compare_run.json", run / "compare_result.json", run / "train_config.yaml"
+    saved = {p: p.read_text() for p in (mark_path, result_path, config_path)}
+    fp = json.loads(saved[mark_path])["fingerprint"]
+    old = {**json.loads(saved[mark_path]), "fingerprint": "0123456789abcdef"}
+    old.pop("scheme")
+    try:
+        mark_path.write_text(json.dumps(old))
+        result_path.write_text(json.dumps({**json.loads(saved[result_path]), "fingerprint": "0123456789abcdef"}))
+        metrics_before = (run / "metrics.jsonl").stat().st_mtime_ns
+        r = _compare([str(f), "--no_progress"])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count("done earlier, not redone") == 2
+        assert json.loads(mark_path.read_text()) == {**old, "fingerprint": fp, "scheme": "settings"}
+        assert json.loads(result_path.read_text())["fingerprint"] == fp
+        assert (run / "metrics.jsonl").stat().st_mtime_ns == metrics_before
+
+        mark_path.write_text(json.dumps(old))  # the older mark again, over a config saved with another batch
+        assert "  train_batch_size: 2\n" in saved[config_path]
+        config_path.write_text(saved[config_path].replace("  train_batch_size: 2\n", "  train_batch_size: 4\n"))
+        r = _compare([str(f), "--no_progress"])
+        assert r.returncode == 2 and "made with other settings" in r.stderr
+        assert json.loads(mark_path.read_text()) == old  # refused: the mark is left as it was
+    finally:
+        for p, text in saved.items():
+            p.write_text(text)
+
+
 def test_killed_comparison_resumes_exactly(compared, tiny_dir, tmp_path):
     tmp, _, _ = compared
     f = tmp_path / "c.yaml"
