@@ -36,6 +36,8 @@ def seat_figures(lines: list[dict]) -> dict:
         coder = [bool(c) for r in lines for c in r["output_correct"]]
         out["coder"] = _rate(sum(coder), len(coder))
         out["answerer"] = out["final"]
+        right = [(a, o) for r in lines for a, o, c in zip(r["answers"], r["output"], r["correct"]) if c]
+        out["answerer_copies"] = _rate(sum(str(a).strip() == str(o).strip() for a, o in right), len(right))
     elif "verdicts" in first and "roles" in first:
         solver = [bool(c) for r in lines for c in r["turn1_correct"]]
         out["solver"] = _rate(sum(solver), len(solver))
