@@ -6,7 +6,10 @@ a session (or a machine) goes on where it stopped.
 
 What is kept: each finished run directory (one holding ``compare_result.json``) without its weights
 (``trainer_state/``, checkpoints, TensorBoard), and each finished evaluation (``evals/*/`` holding
-``metrics.json``: ``predictions.jsonl``, ``metrics.json``, ``inference_config.yaml``). A run not yet
+``metrics.json``: ``predictions.jsonl``, ``metrics.json``, ``inference_config.yaml``), and the study's
+``comparison.md`` when compare has written it. An evaluation already kept with the same predictions is left
+as it is: a resumed, already complete evaluation rewrites its ``metrics.json`` with this invocation's
+(zero) generation time, and the kept one holds the time it took. A run not yet
 finished is not kept: after a restore it trains again from its start (its checkpoint is not in git).
 The warm starts' baseline directories are not kept either: `satseq compare` rebuilds them (LoRA
 adapters at their initialisation) and finds their evaluations complete.
@@ -44,7 +47,12 @@ def save(out: Path, keep: Path) -> None:
     for d in runs:
         _copy(d, keep / d.name, RUN_FILES)
     for d in evals:
+        kept = keep / "evals" / d.name / "predictions.jsonl"
+        if kept.is_file() and kept.read_bytes() == (d / "predictions.jsonl").read_bytes():
+            continue
         _copy(d, keep / "evals" / d.name, EVAL_FILES)
+    if (out / "comparison.md").is_file():
+        shutil.copy2(out / "comparison.md", keep / "comparison.md")
     (keep / "study.json").write_text(json.dumps({"out": str(out), "runs_finished": [d.name for d in runs],
                                                  "evals_finished": [d.name for d in evals]}, indent=1) + "\n")
     print(f"kept {len(runs)} finished runs and {len(evals)} finished evaluations of {out} in {keep}")
