@@ -157,9 +157,13 @@ def test_resume_skips_finished_problems_and_drops_a_torn_line(tiny_dir, data_fil
     rows = _lines(out)
     assert [r["problem_id"] for r in rows] == [0, 1, 2, 3]
     assert m["n_problems"] == 4 and m["accuracy"]["mean"] == 1.0
+    times = json.loads((out / "metrics.json").read_text())["time_s"]
+    assert times["problems_generated_this_invocation"] == 2
     nothing = Counting(script)
     _eval(data_file, tiny_dir, out, engine_factory=nothing)
     assert nothing.prompts == [] and len(_lines(out)) == 4
+    # a resume with nothing left keeps the times of the invocation that generated, not its own zeros
+    assert json.loads((out / "metrics.json").read_text())["time_s"] == times
 
 
 def test_a_different_config_is_refused(tiny_dir, data_file, tmp_path):

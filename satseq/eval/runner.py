@@ -39,7 +39,7 @@ stage, dataset, n, temperature, top-p, max_new_tokens, seed, prompt format) is r
 """
 from __future__ import annotations
 
-import math
+import json
 import math
 import os
 import time
@@ -48,7 +48,6 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.data.context import check_prompt_lengths, context_length_of
 from satseq.errors import ConfigError, DataError
 from satseq.eval.predictions_io import (
@@ -304,9 +303,7 @@ def run_evaluation(
         "dataset": dataset_id, "model": target.model, "stage": target.stage, "agents": target.agents,
         "n": n, "temperature": sampling.temperature, "top_p": sampling.top_p,
         "max_new_tokens": sampling.max_new_tokens, **metrics,
-        "time_s": {"generation_this_invocation": round(gen_s, 3),
-                   "total_this_invocation": round(time.perf_counter() - t_start, 3),
-                   "problems_generated_this_invocation": len(todo)},
+        "time_s": _times(out_dir, todo, gen_s, time.perf_counter() - t_start),
     }
     write_json(out_dir / METRICS_FILE, metrics)
     if show_table:
@@ -314,6 +311,23 @@ def run_evaluation(
         print_table(metrics, f"{dataset} — {what} — {metrics['n_problems']} problems × n={n}")
         console(f"[satseq] wrote {out_dir / PREDICTIONS}, {out_dir / METRICS_FILE}")
     return metrics
+
+
+def _times(out_dir: Path, todo: list, gen_s: float, total_s: float) -> dict:
+    """The invocation's times for metrics.json; a resume that generated nothing keeps the times already there.
+
+    Otherwise re-running a finished evaluation (compare does, to read its metrics) would replace the time of
+    the invocation that generated every problem with this one's zeros.
+    """
+    if not todo and (out_dir / METRICS_FILE).is_file():
+        try:
+            previous = json.loads((out_dir / METRICS_FILE).read_text()).get("time_s")
+        except (OSError, ValueError, AttributeError):  # unreadable: this invocation's times replace it
+            previous = None
+        if isinstance(previous, dict):
+            return previous
+    return {"generation_this_invocation": round(gen_s, 3), "total_this_invocation": round(total_s, 3),
+            "problems_generated_this_invocation": len(todo)}
 
 
 def _rerun_command(dataset, checkpoint_dir, out_dir, n, ks, sampling: SamplingParams, limit, data_dir, batch_size,
